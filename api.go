@@ -1,0 +1,226 @@
+// Package locks gives keyed locks with leases to the goroutines of one
+// process: Hold waits in a strict first-come-first-served line for a key
+// (an invoice's id, a chat's), holds it while a function runs, and lets it
+// go when the function returns or panics.
+//
+// Waits are bounded (DefaultWait unless Wait says otherwise), a hung holder
+// can be bounded too (MaxHold revokes it and gives the key to the next in
+// line), and every grant carries a fence, so a resource can refuse a write
+// from a holder that stalled past its revocation.
+//
+// Failures are *Error values of a few kinds (Invalid, InUse, Lost, Limit,
+// Closed), reported at once where waiting cannot help, each naming the lock
+// and the key:
+//
+//	lock invoices: key "9": held past the hold's wait: in use
+//
+// Inside, keys are hashed onto cache-padded shards (package shard), each
+// key's waiters stand in an intrusive FIFO line (package waitq), and one
+// hierarchical timer wheel per store (package timerwheel) drives every
+// wait deadline and every maxHold, instead of a Go timer each.
+package locks
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/puzpuzpuz/xsync/v4"
+
+	"github.com/holdline/locks/lease"
+	"github.com/holdline/locks/shard"
+)
+
+// Lease describes the grant of a key to its holder: the lock, the key, the
+// fence, when it was granted and when its maxHold will revoke it. A Hold's
+// function gets a *Lease; its fields never change, and it may be kept and
+// read after the function returns. See package lease.
+type Lease = lease.Lease
+
+// HoldFunc is the function Hold runs while holding a key. ctx derives from
+// the caller's context and also ends when the lease is lost (then
+// context.Cause(ctx) is the *Error of kind Lost) or when the function has
+// returned. lease describes the grant.
+type HoldFunc func(ctx context.Context, lease *Lease) error
+
+// InTransaction returns a copy of ctx marked as running inside a write
+// transaction of the store's database; the embedding engine calls it when
+// it begins one. A Hold given such a context fails Invalid at once: the
+// transaction would keep its writer while the key is waited for, so hold
+// first, then begin the transaction. TryHold is allowed. It allocates one
+// context.
+func InTransaction(ctx context.Context) context.Context { return lease.InTransaction(ctx) }
+
+// Store owns every lock, lease and waiter of a process's keyed locks; they
+// live in its memory. Make one with NewStore and Close it when done: it
+// owns a goroutine while deadlines are pending. Safe for concurrent use.
+type Store struct {
+	table  *shard.Table[*holder]
+	locks  *xsync.Map[string, *lockState]
+	origin time.Time // the zero of the monotonic instants the timer wheel uses
+	closed atomic.Bool
+
+	drainMu sync.Mutex
+	drained chan struct{} // closed and replaced when a closed store's shard has no function left running
+
+	timers timers
+}
+
+// NewStore returns an open store. Its fences start from the wall clock, so
+// a store opened later in the same place gives every key higher fences
+// than this one did. It panics on an invalid StoreOption (Shards or
+// TimerTick of a non-positive value). NewStore starts no goroutine: the
+// store's timer goroutine starts with its first deadline.
+func NewStore(opts ...StoreOption) *Store {
+	c := newStoreConfig(opts)
+	s := &Store{
+		table:   shard.NewTable[*holder](c.shards, lease.Seed()),
+		locks:   xsync.NewMap[string, *lockState](),
+		origin:  time.Now(),
+		drained: make(chan struct{}),
+	}
+	s.timers.init(s, c.tick)
+	return s
+}
+
+// Close closes the store: every waiter fails Closed; every lease is lost
+// (its function's context is cancelled with a Lost error, reason "its store
+// closed", and its Hold fails Lost once the function returns); every later
+// OpenLock, Hold and TryHold fails Closed. Close does not wait for running
+// functions (Shutdown does); it waits for the store's timer goroutine to
+// end. It may be called from inside a held function. Closing a closed store
+// does nothing. It always returns nil.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	for i := 0; i < s.table.Len(); i++ {
+		s.closeShard(s.table.At(i))
+	}
+	s.timers.stop()
+	return nil
+}
+
+// Shutdown closes the store as Close does, then waits until every function
+// that was running under one of its keys has returned, or until ctx ends.
+// It returns nil when they all returned, and ctx's error otherwise.
+func (s *Store) Shutdown(ctx context.Context) error {
+	s.Close()
+	for {
+		s.drainMu.Lock()
+		drained := s.drained
+		s.drainMu.Unlock()
+		if !s.busy() {
+			return nil
+		}
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// lockState is what every handle of one lock name shares.
+type lockState struct {
+	name string
+	hash uint64 // shard.LockHash(name)
+}
+
+// Lock is a named keyspace of a store. Two handles of one name share their
+// keys, each with its own default options. Safe for concurrent use.
+type Lock struct {
+	store *Store
+	state *lockState
+	opts  settings
+}
+
+// OpenLock returns a handle on the lock called name in s. A name is 1 to
+// MaxNameLen characters of A-Z a-z 0-9 _ - . : /. The options set the
+// lock's TTL, and the default MaxHold and Wait of its holds. It fails
+// Invalid for a bad name or option, and Closed once s is closed.
+func OpenLock(s *Store, name string, opts ...Option) (*Lock, error) {
+	if why := checkName(name); why != "" {
+		return nil, newError(Invalid, name, "", why)
+	}
+	st := settings{ttl: DefaultTTL, wait: DefaultWait}
+	if why := st.apply(opts, false); why != "" {
+		return nil, newError(Invalid, name, "", why)
+	}
+	if s.closed.Load() {
+		return nil, newError(Closed, name, "", "the store is closed")
+	}
+	state, _ := s.locks.LoadOrCompute(name, func() (*lockState, bool) {
+		return &lockState{name: name, hash: shard.LockHash(name)}, false
+	})
+	return &Lock{store: s, state: state, opts: st}, nil
+}
+
+// Name returns the lock's name.
+func (l *Lock) Name() string { return l.state.name }
+
+// Hold waits in line for key, runs fn holding it, and lets it go when fn
+// returns or panics (the panic goes on after the key is let go). It returns
+// what fn returned; nil only if fn ran and returned nil.
+//
+// A key is a value whose type's underlying type is a string, an integer or
+// a []byte; its identity is its text, so 9, int64(9), "9" and
+// InvoiceID("9") are one key. Text keys are 1 to MaxKeyLen bytes.
+//
+// Waiters are given the key strictly in the order they came: on release it
+// passes straight to the head of the line. The time in line is bounded by
+// the hold's Wait (the lock's, or DefaultWait): past it Hold fails InUse.
+// A full line fails Limit. When ctx ends first, Hold leaves the line at
+// once and fails Canceled, wrapping ctx's error; a grant racing with that
+// is passed on to the next in line, never lost.
+//
+// Hold fails Invalid at once, waiting for nothing and using no fence, for a
+// bad key or option, inside InTransaction, and inside a hold of the same
+// lock and key (ctx descending from that hold's context). It fails Lost
+// when the lease was lost before fn returned (see MaxHold and Close),
+// wrapping fn's error; Closed when the store is closed.
+//
+// Cost: on a free key, one hash, one shard lock taken twice (grant and
+// release), one map insert and delete, and one allocation (the lease, which
+// is also fn's context); fn's context builds a real context only if fn uses
+// it. Safe for concurrent use.
+func (l *Lock) Hold(ctx context.Context, key any, fn HoldFunc, opts ...Option) error {
+	_, err := l.hold(ctx, key, opts, false, fn)
+	return err
+}
+
+// TryHold runs fn holding key if the key is free and nobody is in line for
+// it, and never waits. It returns (true, fn's error) when it ran fn, and
+// (false, nil) when the key was held, without running fn, also when the
+// holder is its own caller. Inside a transaction it is allowed. It fails
+// (false, err) as Hold does for a bad key, a closed store or an ended ctx.
+// The lock's MaxHold applies.
+func (l *Lock) TryHold(ctx context.Context, key any, fn HoldFunc) (acquired bool, err error) {
+	return l.hold(ctx, key, nil, true, fn)
+}
+
+// HoldValue is Hold for a function that answers a value: it returns what
+// fn returned. When fn did not run, the value is T's zero value.
+func HoldValue[T any](ctx context.Context, l *Lock, key any,
+	fn func(ctx context.Context, lease *Lease) (T, error), opts ...Option) (T, error) {
+	var v T
+	_, err := l.hold(ctx, key, opts, false, func(ctx context.Context, ls *Lease) error {
+		var err error
+		v, err = fn(ctx, ls)
+		return err
+	})
+	return v, err
+}
+
+// TryHoldValue is TryHold for a function that answers a value: it returns
+// what fn returned, and whether it ran.
+func TryHoldValue[T any](ctx context.Context, l *Lock, key any,
+	fn func(ctx context.Context, lease *Lease) (T, error)) (value T, acquired bool, err error) {
+	acquired, err = l.hold(ctx, key, nil, true, func(ctx context.Context, ls *Lease) error {
+		var err error
+		value, err = fn(ctx, ls)
+		return err
+	})
+	return value, acquired, err
+}

@@ -1,0 +1,160 @@
+package locks
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Kind says what went wrong, in the terms callers branch on. Each kind but
+// Canceled has a sentinel error (ErrInvalid, ...) for errors.Is.
+type Kind uint8
+
+const (
+	// Invalid: a bad lock name, key or option, or a Hold where it may not be
+	// called (inside a transaction, or inside a hold of the same key).
+	// Waiting cannot help, so it is reported at once.
+	Invalid Kind = iota + 1
+	// InUse: the hold's wait passed with the key still held.
+	InUse
+	// Lost: the lease was revoked at its maxHold, its ttl ran out, or its
+	// store closed, before the function returned.
+	Lost
+	// Limit: the key's line of waiters was full (MaxWaiters).
+	Limit
+	// Closed: the store was closed.
+	Closed
+	// Canceled: the caller's context ended before the key was held; the
+	// error wraps the context's error, so errors.Is(err, context.Canceled)
+	// (or context.DeadlineExceeded) reports it.
+	Canceled
+)
+
+// String returns the kind's name as it ends an error message: "invalid",
+// "in use", "lost", "limit", "closed", "canceled".
+func (k Kind) String() string {
+	switch k {
+	case Invalid:
+		return "invalid"
+	case InUse:
+		return "in use"
+	case Lost:
+		return "lost"
+	case Limit:
+		return "limit"
+	case Closed:
+		return "closed"
+	case Canceled:
+		return "canceled"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Sentinels for errors.Is: every *Error of a kind matches its kind's
+// sentinel. A Canceled error matches the context's error instead.
+var (
+	ErrInvalid = errors.New("locks: invalid")
+	ErrInUse   = errors.New("locks: in use")
+	ErrLost    = errors.New("locks: lost")
+	ErrLimit   = errors.New("locks: limit")
+	ErrClosed  = errors.New("locks: closed")
+)
+
+// sentinel returns the sentinel of k, or nil.
+func (k Kind) sentinel() error {
+	switch k {
+	case Invalid:
+		return ErrInvalid
+	case InUse:
+		return ErrInUse
+	case Lost:
+		return ErrLost
+	case Limit:
+		return ErrLimit
+	case Closed:
+		return ErrClosed
+	}
+	return nil
+}
+
+// Error is the error of every failed call of this package. Its message
+// names the lock, the key where there is one, and what happened:
+//
+//	lock invoices: key "9": held past the hold's wait: in use
+//	lock invoices: key "m": the lease was lost: it was revoked at its maxHold
+//
+// Use errors.Is with a sentinel (ErrInUse, ...) to branch on the kind, and
+// errors.As to read the lock and the key. An Error may wrap a cause: the
+// context's error for Canceled, the function's own error for Lost.
+type Error struct {
+	// Kind says what went wrong.
+	Kind Kind
+	// Lock is the lock's name.
+	Lock string
+	// Key is the key's text, "" where no key is involved.
+	Key string
+
+	what  string // what happened, in words
+	cause error  // wrapped; for Canceled, part of the message too
+}
+
+// Error returns "lock NAME: key "KEY": what happened", ending with the kind
+// or, for a lost lease, with its reason.
+func (e *Error) Error() string {
+	b := make([]byte, 0, 64)
+	b = append(b, "lock "...)
+	if validName(e.Lock) {
+		b = append(b, e.Lock...)
+	} else {
+		b = strconv.AppendQuote(b, e.Lock)
+	}
+	b = append(b, ": "...)
+	if e.Key != "" {
+		b = append(b, "key "...)
+		b = strconv.AppendQuote(b, e.Key)
+		b = append(b, ": "...)
+	}
+	b = append(b, e.what...)
+	switch e.Kind {
+	case Lost:
+		// "the lease was lost: <reason>" already names the kind.
+	case Canceled:
+		if e.cause != nil {
+			b = append(b, ": "...)
+			b = append(b, e.cause.Error()...)
+		}
+	default:
+		b = append(b, ": "...)
+		b = append(b, e.Kind.String()...)
+	}
+	return string(b)
+}
+
+// Unwrap returns the wrapped cause, or nil.
+func (e *Error) Unwrap() error { return e.cause }
+
+// Is reports whether target is the sentinel of e's kind.
+func (e *Error) Is(target error) bool {
+	s := e.Kind.sentinel()
+	return s != nil && target == s
+}
+
+// The reasons of a lost lease, as they end its message.
+const (
+	reasonMaxHold = "it was revoked at its maxHold"
+	reasonTTL     = "its ttl ran out"
+	reasonClosed  = "its store closed"
+)
+
+func newError(k Kind, lock, key, what string) *Error {
+	return &Error{Kind: k, Lock: lock, Key: key, what: what}
+}
+
+// lostError is the error of a lease lost for reason; Hold wraps the
+// function's own error into a copy of it.
+func lostError(lock, key, reason string) *Error {
+	return newError(Lost, lock, key, "the lease was lost: "+reason)
+}
+
+func canceledError(lock, key string, cause error) *Error {
+	return &Error{Kind: Canceled, Lock: lock, Key: key, what: "the hold's context ended", cause: cause}
+}

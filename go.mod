@@ -1,0 +1,11 @@
+module github.com/holdline/locks
+
+go 1.26.0
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0
+	github.com/puzpuzpuz/xsync/v4 v4.5.0
+	github.com/stretchr/testify v1.12.1
+)
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect

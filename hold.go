@@ -1,0 +1,216 @@
+package locks
+
+import (
+	"context"
+	"time"
+
+	"github.com/holdline/locks/lease"
+	"github.com/holdline/locks/shard"
+	"github.com/holdline/locks/timerwheel"
+	"github.com/holdline/locks/waitq"
+)
+
+// state is where a holder stands. Guarded by its shard's mutex.
+type state uint8
+
+const (
+	waiting  state = iota // in the key's line
+	holding               // the key's holder
+	timedOut              // left the line when its wait passed
+	left                  // left the line when its context ended
+	shut                  // left the line when the store closed
+	revoked               // lost the key (maxHold, store closed) while fn ran
+	released              // let the key go
+)
+
+// holder is one call of Hold: first a waiter in the key's line (if the key
+// was held), then the key's holder. It is allocated once per call and never
+// reused, so a pointer to it identifies that call for good: a timer or a
+// wake-up meant for an earlier call can never reach a later one.
+type holder struct {
+	lease.Context // fn's context; its Lease is fn's lease
+
+	shard   *shard.Shard[*holder]
+	entry   *shard.Entry[*holder] // the key's entry while waiting or holding; guarded by shard
+	state   state                 // guarded by shard
+	reason  string                // why the lease was revoked; guarded by shard
+	maxHold time.Duration
+
+	wait  waitq.Element[*holder]   // place in the key's line; guarded by shard
+	timer timerwheel.Timer[*holder] // the wait deadline, then the maxHold; guarded by the store's timers
+	armed purpose                   // what timer was armed for; guarded by the store's timers
+	ready chan struct{}             // a waiter's wake-up: one send once its state is settled
+}
+
+// hold is Hold and TryHold: try never waits and skips the checks of
+// nesting and transactions.
+func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn HoldFunc) (bool, error) {
+	name := l.state.name
+	text, why := keyText(key)
+	if why != "" {
+		return false, newError(Invalid, name, "", why)
+	}
+	st := l.opts
+	if len(opts) > 0 {
+		if why := st.apply(opts, true); why != "" {
+			return false, newError(Invalid, name, text, why)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return false, canceledError(name, text, err)
+	}
+	if !try {
+		switch lease.Check(ctx, name, text) {
+		case lease.Transaction:
+			return false, newError(Invalid, name, text, "held inside a transaction")
+		case lease.Nested:
+			return false, newError(Invalid, name, text, "held inside a hold of the same key")
+		}
+	}
+	s := l.store
+	h := shard.Hash(l.state.hash, text)
+	sh := s.table.Shard(h)
+	g := &holder{shard: sh, maxHold: st.maxHold}
+	g.Bind(ctx)
+	g.Lease.Lock, g.Lease.Key = name, text
+	now := time.Now()
+
+	sh.Lock()
+	if s.closed.Load() {
+		sh.Unlock()
+		return false, newError(Closed, name, text, "the store is closed")
+	}
+	e := sh.LookupLocked(h, name, text)
+	if e == nil {
+		e = sh.InsertLocked(h, name, text)
+		s.grantLocked(e, g, now)
+		sh.Unlock()
+	} else {
+		switch {
+		case try:
+			sh.Unlock()
+			return false, nil
+		case st.wait == 0:
+			sh.Unlock()
+			return false, newError(InUse, name, text, "held past the hold's wait")
+		case e.Line.Len() >= MaxWaiters:
+			sh.Unlock()
+			return false, newError(Limit, name, text, "the line of waiters is full")
+		}
+		g.state, g.entry = waiting, e
+		g.wait.Value = g
+		g.ready = make(chan struct{}, 1)
+		e.Line.PushBack(&g.wait)
+		s.timers.schedule(g, forWait, s.instant(now, st.wait))
+		sh.Unlock()
+		if err := s.await(ctx, g); err != nil {
+			return false, err
+		}
+	}
+	return true, s.run(g, fn)
+}
+
+// run calls fn holding the key, and lets the key go however fn ends: by
+// returning, panicking or calling runtime.Goexit.
+func (s *Store) run(g *holder, fn HoldFunc) (err error) {
+	defer func() { err = s.release(g, err) }()
+	return fn(&g.Context, &g.Context.Lease)
+}
+
+// await parks a waiter until its state is settled: granted, timed out, or
+// shut by Close; or until ctx ends, when it leaves the line. A grant that
+// races with ctx's end is passed on, never lost.
+func (s *Store) await(ctx context.Context, g *holder) error {
+	select {
+	case <-g.ready:
+	case <-ctx.Done():
+		sh := g.shard
+		sh.Lock()
+		if g.state == waiting {
+			g.entry.Line.Remove(&g.wait)
+			g.state, g.entry = left, nil
+			s.timers.cancel(g)
+			sh.Unlock()
+			return canceledError(g.Lease.Lock, g.Lease.Key, ctx.Err())
+		}
+		sh.Unlock()
+		<-g.ready // settled by someone else: the wake-up is on its way
+		if g.state == holding {
+			s.release(g, nil) // granted as ctx ended: pass it on
+			return canceledError(g.Lease.Lock, g.Lease.Key, ctx.Err())
+		}
+	}
+	switch g.state {
+	case timedOut:
+		return newError(InUse, g.Lease.Lock, g.Lease.Key, "held past the hold's wait")
+	case shut:
+		return newError(Closed, g.Lease.Lock, g.Lease.Key, "the store is closed")
+	}
+	return nil
+}
+
+// grantLocked makes g the holder of e: it gives g its fence and grant time
+// and arms its maxHold (or disarms its wait deadline).
+func (s *Store) grantLocked(e *shard.Entry[*holder], g *holder, now time.Time) {
+	sh := g.shard
+	g.state, g.entry = holding, e
+	e.Holder = g
+	sh.Busy++
+	g.Lease.Fence = sh.Fences.Next()
+	g.Lease.Granted = now
+	if g.maxHold > 0 {
+		g.Lease.Deadline = now.Add(g.maxHold)
+		s.timers.schedule(g, forMaxHold, s.instant(now, g.maxHold))
+	} else if g.ready != nil {
+		s.timers.cancel(g) // a waiter's wait deadline
+	}
+}
+
+// passLocked gives e to the head of its line and returns the new holder,
+// to be woken once sh is unlocked; if nobody waits, it frees e and returns
+// nil. The key is never free while someone is in line, so no newcomer can
+// take it in between (strict FIFO, no barging).
+func (s *Store) passLocked(sh *shard.Shard[*holder], e *shard.Entry[*holder]) *holder {
+	el := e.Line.PopFront()
+	if el == nil {
+		e.Holder = nil
+		sh.DeleteLocked(e)
+		return nil
+	}
+	next := el.Value
+	s.grantLocked(e, next, time.Now())
+	return next
+}
+
+// release lets g's key go once fn has returned, handing it to the next in
+// line, and turns fnErr into what Hold returns.
+func (s *Store) release(g *holder, fnErr error) error {
+	sh := g.shard
+	var next *holder
+	sh.Lock()
+	sh.Busy--
+	if g.state == holding {
+		g.state = released
+		if g.maxHold > 0 {
+			s.timers.cancel(g)
+		}
+		next = s.passLocked(sh, g.entry)
+		g.entry = nil
+	}
+	reason := g.reason
+	drained := sh.Busy == 0 && s.closed.Load()
+	sh.Unlock()
+	if next != nil {
+		next.ready <- struct{}{}
+	}
+	g.End()
+	if drained {
+		s.signalDrained()
+	}
+	if reason != "" {
+		err := lostError(g.Lease.Lock, g.Lease.Key, reason)
+		err.cause = fnErr
+		return err
+	}
+	return fnErr
+}

@@ -1,0 +1,83 @@
+// Package lease holds what a holder of a key is given: the Lease with its
+// fence, and the Context its function runs under, which ends when the
+// lease is lost.
+//
+// A lease is granted by a store (package locks) and lost when the store
+// revokes it: at its maxHold, when its ttl runs out, or when the store
+// closes. Losing a lease cancels its Context with the reason as the cause,
+// so the function holding the key learns at once that it should stop, and
+// context.Cause tells it why.
+//
+// Fences are fencing tokens (Kleppmann, "How to do distributed locking",
+// 2016; Burrows, "The Chubby lock service", OSDI 2006, calls them
+// sequencers): a number given with each grant, higher than every number
+// given before for the same key, so a resource that remembers the highest
+// fence it has seen can refuse a write from a holder that stalled past its
+// revocation.
+package lease
+
+import (
+	"time"
+)
+
+// Lease describes one grant of one key to one holder. The store fills it
+// before the holder's function runs and never changes it afterwards, so it
+// is safe to read from any goroutine.
+type Lease struct {
+	// Lock is the name of the lock the key belongs to.
+	Lock string
+	// Key is the key's text form: the string itself for text keys, the
+	// decimal form for integer keys.
+	Key string
+	// Fence is the fencing token of this grant: higher than every fence
+	// given before for this key of this lock, by this store and by an
+	// earlier store in the same place whose wall clock did not go back.
+	Fence uint64
+	// Granted is when the key was given to this holder (wall clock, with
+	// the monotonic reading).
+	Granted time.Time
+	// Deadline is Granted plus the hold's maxHold, when the lease will be
+	// revoked; the zero Time when maxHold is off.
+	Deadline time.Time
+}
+
+// Fences hands out the fences of the keys of one shard: a counter seeded
+// from the wall clock, so that a store opened later in the same place
+// starts above every fence an earlier one gave.
+//
+// Why a seed and not a counter per key: a counter per key would have to be
+// kept forever, even for keys nobody holds any more. One counter per shard
+// orders every key of that shard at the cost of gaps in each key's
+// sequence, which a fence's reader never minds. The seed argument: a store
+// gives fewer than one grant per nanosecond on any shard, so the last fence
+// of an earlier store is below its seed plus its lifetime in nanoseconds,
+// which is below the wall clock when the next store starts.
+//
+// The zero value starts at zero; use Seed to start from the wall clock. A
+// Fences is not safe for concurrent use: its shard's mutex guards it.
+type Fences struct {
+	last uint64
+}
+
+// Seed returns the wall clock in nanoseconds since 1970 (zero before it),
+// the starting point of a store's fences.
+func Seed() uint64 {
+	ns := time.Now().UnixNano()
+	if ns < 0 {
+		return 0
+	}
+	return uint64(ns)
+}
+
+// NewFences returns a Fences whose first fence is seed+1.
+func NewFences(seed uint64) Fences { return Fences{last: seed} }
+
+// Next returns the next fence: higher than every fence f returned before.
+// O(1), no allocation.
+func (f *Fences) Next() uint64 {
+	f.last++
+	return f.last
+}
+
+// Last returns the latest fence f gave, or its seed if it gave none.
+func (f *Fences) Last() uint64 { return f.last }

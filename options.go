@@ -1,0 +1,145 @@
+package locks
+
+import (
+	"strconv"
+	"time"
+)
+
+// Defaults and limits, in one place.
+const (
+	// DefaultWait bounds a Hold's time in line unless Wait says otherwise:
+	// nothing in this package waits forever by accident.
+	DefaultWait = 10 * time.Second
+	// DefaultTTL is a lease's ttl unless TTL says otherwise.
+	DefaultTTL = 10 * time.Second
+	// MaxWaiters is the most waiters one key's line holds; the next Hold
+	// fails at once with Limit.
+	MaxWaiters = 10000
+	// MaxKeyLen is the longest key text, in bytes.
+	MaxKeyLen = 1024
+	// MaxNameLen is the longest lock name, in bytes.
+	MaxNameLen = 128
+	// DefaultShards is the number of shards of a store unless Shards says
+	// otherwise.
+	DefaultShards = 256
+	// DefaultTick is the resolution of a store's timer wheel unless
+	// TimerTick says otherwise: deadlines are rounded up to it.
+	DefaultTick = time.Millisecond
+)
+
+type optionKind uint8
+
+const (
+	optTTL optionKind = iota + 1
+	optMaxHold
+	optWait
+)
+
+// Option is a setting of a lock (given to OpenLock, as the default of its
+// holds) or of one hold (given to Hold). Make one with TTL, MaxHold or
+// Wait. An Option is a small value: passing options allocates nothing.
+type Option struct {
+	kind optionKind
+	d    time.Duration
+}
+
+// TTL sets how long a lease of a client over a connection lives without
+// being renewed. It is given to OpenLock only (a Hold given it fails
+// Invalid) and must be positive; the default is DefaultTTL. Holders in this
+// process renew their leases implicitly while the process lives, so a ttl
+// never runs out for them.
+func TTL(d time.Duration) Option { return Option{optTTL, d} }
+
+// MaxHold bounds every lease from its grant, however it is renewed: at
+// Granted+d the lease is revoked, the key goes to the next in line, the
+// function's context is cancelled and its Hold fails Lost once the function
+// returns. Off unless given; MaxHold(0) turns it off; a negative d is
+// Invalid. Given to OpenLock (the lock's default) or to Hold.
+func MaxHold(d time.Duration) Option { return Option{optMaxHold, d} }
+
+// Wait bounds a Hold's time in line, counted once from the call: past it,
+// Hold fails InUse. Wait(0) means do not wait; a negative d is Invalid;
+// any positive d works, up to math.MaxInt64. The default is DefaultWait.
+// Given to OpenLock (the lock's default) or to Hold.
+func Wait(d time.Duration) Option { return Option{optWait, d} }
+
+// settings are the effective options of a lock or a hold.
+type settings struct {
+	ttl     time.Duration
+	maxHold time.Duration // 0: off
+	wait    time.Duration
+}
+
+// apply applies opts to st, or returns what is wrong with the first bad
+// one, in words. atHold says the options were given to Hold.
+func (st *settings) apply(opts []Option, atHold bool) string {
+	for _, o := range opts {
+		switch o.kind {
+		case optTTL:
+			if atHold {
+				return "a ttl is set when the lock is opened, not per hold"
+			}
+			if o.d <= 0 {
+				return "the ttl must be positive, not " + o.d.String()
+			}
+			st.ttl = o.d
+		case optMaxHold:
+			if o.d < 0 {
+				return "the maxHold is negative (" + o.d.String() + ")"
+			}
+			st.maxHold = o.d
+		case optWait:
+			if o.d < 0 {
+				return "the wait is negative (" + o.d.String() + ")"
+			}
+			st.wait = o.d
+		default:
+			return "an Option must be made by TTL, MaxHold or Wait"
+		}
+	}
+	return ""
+}
+
+// StoreOption is a setting of a store, given to NewStore.
+type StoreOption struct {
+	shards int
+	tick   time.Duration
+}
+
+// Shards sets the number of shards of the store's key table (rounded up to
+// a power of two); the default is DefaultShards. More shards spread the
+// keys of many goroutines over more mutexes, at 128 bytes and a small map
+// each. n must be positive: NewStore panics otherwise.
+func Shards(n int) StoreOption { return StoreOption{shards: n} }
+
+// TimerTick sets the resolution of the store's timer wheel; the default is
+// DefaultTick. Deadlines are rounded up to a whole tick, so none fires
+// early; a coarser tick wakes the store less often. d must be positive:
+// NewStore panics otherwise.
+func TimerTick(d time.Duration) StoreOption { return StoreOption{tick: d} }
+
+type storeConfig struct {
+	shards int
+	tick   time.Duration
+}
+
+func newStoreConfig(opts []StoreOption) storeConfig {
+	c := storeConfig{shards: DefaultShards, tick: DefaultTick}
+	for _, o := range opts {
+		switch {
+		case o.shards != 0:
+			if o.shards < 0 {
+				panic("locks: Shards(" + strconv.Itoa(o.shards) + "): the number of shards must be positive")
+			}
+			c.shards = o.shards
+		case o.tick != 0:
+			if o.tick < 0 {
+				panic("locks: TimerTick(" + o.tick.String() + "): the tick must be positive")
+			}
+			c.tick = o.tick
+		default:
+			panic("locks: a StoreOption must be made by Shards or TimerTick")
+		}
+	}
+	return c
+}

@@ -1,0 +1,74 @@
+// Package shard is the table of keys of a store: keys hashed onto a fixed
+// number of shards, each with its own mutex and its own map of key entries.
+// An entry holds the key's holder and its line of waiters, and exists only
+// while it has one or the other.
+//
+// Why shards: one mutex over every key would make every Hold in the process
+// queue on one cache line. With a fixed table of shards, each padded to
+// whole cache lines so that two shards never share one (as the Go runtime's
+// semTable and xsync's buckets do), goroutines holding different keys
+// mostly touch different memory. Two keys that fall on one shard share its
+// mutex only for the few nanoseconds of a lookup: neither ever waits for
+// the other to be let go, since waiting happens in the key's own line.
+//
+// Keys are identified by a lock name and a key text together, hashed once
+// with xxhash (github.com/cespare/xxhash/v2); the 64-bit hash picks the
+// shard and is the key of the shard's map, with a chain for the rare two
+// keys that share a hash.
+//
+// Entries are recycled: a shard keeps a few freed entries for the next new
+// key, so that holding a fresh key allocates no entry in the steady state.
+// When most of a shard's keys are gone, its map is rebuilt at the smaller
+// size, since Go maps never give memory back on their own.
+package shard
+
+import (
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/holdline/locks/waitq"
+)
+
+// Entry is the state of one key: its holder (the zero H when nobody holds
+// it) and its line of waiters. Entries are owned by their Shard and valid
+// only while its mutex is held; an entry given back to the shard by
+// DeleteLocked may be reused for another key.
+type Entry[H comparable] struct {
+	hash uint64
+	lock string
+	key  string
+	next *Entry[H] // the next entry with the same hash, or the next free one
+
+	// Holder is the key's holder, the zero H when the key is free.
+	Holder H
+	// Line is the key's line of waiters, first come first served.
+	Line waitq.List[H]
+}
+
+// Lock returns the name of the lock the entry's key belongs to.
+func (e *Entry[H]) Lock() string { return e.lock }
+
+// Key returns the entry's key text.
+func (e *Entry[H]) Key() string { return e.key }
+
+// Idle reports whether the entry has neither a holder nor a waiter, the
+// moment it must be given back with DeleteLocked.
+func (e *Entry[H]) Idle() bool {
+	var none H
+	return e.Holder == none && e.Line.Len() == 0
+}
+
+// Hash returns the 64-bit hash of a key: the xxhash of its text mixed with
+// lockHash, the hash of its lock's name (see LockHash). One pass over the
+// key; no allocation.
+func Hash(lockHash uint64, key string) uint64 {
+	return xxhash.Sum64String(key) ^ lockHash
+}
+
+// LockHash returns the hash of a lock name, computed once per lock and
+// mixed into the hash of each of its keys, so that one key text under two
+// names makes two keys on (usually) two shards.
+func LockHash(name string) uint64 {
+	// Multiplying by an odd constant spreads the name's hash over all bits
+	// again, so xor with a key's hash cannot cancel it out for equal texts.
+	return xxhash.Sum64String(name) * 0x9E3779B97F4A7C15
+}

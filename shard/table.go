@@ -1,0 +1,175 @@
+package shard
+
+import (
+	"math/bits"
+	"sync"
+
+	"github.com/holdline/locks/lease"
+)
+
+// Policy constants, in one place.
+const (
+	// CacheLine is the padding unit of a Shard. 128 bytes rather than 64:
+	// x86 prefetches cache lines in adjacent pairs, so two shards must not
+	// share a 128-byte block either.
+	CacheLine = 128
+	// keepFree is how many freed entries a shard keeps for reuse: enough to
+	// make churn on a handful of keys allocation-free, few enough that a
+	// store whose keys are all let go holds almost nothing.
+	keepFree = 16
+	// shrinkAt: a shard's map is rebuilt smaller once its keys fall below
+	// 1/shrinkAt of the most it held since the last rebuild (and that most
+	// was at least shrinkMin). Amortized O(1) per deletion.
+	shrinkAt  = 8
+	shrinkMin = 256
+)
+
+// Shard is one shard of a Table: a mutex and the map of the key entries
+// that hash onto it, padded to whole cache lines. Its fields other than
+// the mutex are guarded by it; methods ending in Locked must be called with
+// it held. The zero value is not usable; shards are made by NewTable.
+type Shard[H comparable] struct {
+	mu      sync.Mutex
+	entries map[uint64]*Entry[H] // by hash; same-hash entries chain through next
+	free    *Entry[H]            // freed entries kept for reuse, linked through next
+	nfree   int
+	peak    int // most entries since the map was last made
+
+	// Fences gives the fences of every key on this shard. Guarded by the
+	// mutex.
+	Fences lease.Fences
+	// Busy is a count the owner keeps per shard under its mutex (the store
+	// counts the functions running on the shard's keys), so that no counter
+	// shared by all shards is written on every hold.
+	Busy int
+
+	_ [CacheLine - 56]byte
+}
+
+// Lock locks the shard's mutex.
+func (s *Shard[H]) Lock() { s.mu.Lock() }
+
+// Unlock unlocks the shard's mutex.
+func (s *Shard[H]) Unlock() { s.mu.Unlock() }
+
+// LenLocked returns the number of keys with an entry on the shard.
+func (s *Shard[H]) LenLocked() int { return len(s.entries) }
+
+// LookupLocked returns the entry of key in lock, whose hash is h, or nil.
+// One map lookup; no allocation.
+func (s *Shard[H]) LookupLocked(h uint64, lock, key string) *Entry[H] {
+	for e := s.entries[h]; e != nil; e = e.next {
+		if e.key == key && e.lock == lock {
+			return e
+		}
+	}
+	return nil
+}
+
+// InsertLocked adds an entry for key in lock, whose hash is h, and returns
+// it, free and with an empty line. The key must not have an entry already.
+// It reuses a freed entry when the shard has one.
+func (s *Shard[H]) InsertLocked(h uint64, lock, key string) *Entry[H] {
+	e := s.free
+	if e != nil {
+		s.free, e.next = e.next, nil
+		s.nfree--
+	} else {
+		e = new(Entry[H])
+	}
+	e.hash, e.lock, e.key = h, lock, key
+	e.next = s.entries[h] // chain a rare same-hash neighbour behind it
+	s.entries[h] = e
+	if n := len(s.entries); n > s.peak {
+		s.peak = n
+	}
+	return e
+}
+
+// DeleteLocked removes e from the shard and keeps it for reuse. e must be
+// Idle. After it returns, e belongs to the shard again and must not be used.
+func (s *Shard[H]) DeleteLocked(e *Entry[H]) {
+	first := s.entries[e.hash]
+	if first == e {
+		if e.next == nil {
+			delete(s.entries, e.hash)
+		} else {
+			s.entries[e.hash] = e.next
+		}
+	} else {
+		for p := first; p != nil; p = p.next {
+			if p.next == e {
+				p.next = e.next
+				break
+			}
+		}
+	}
+	*e = Entry[H]{}
+	if s.nfree < keepFree {
+		e.next, s.free = s.free, e
+		s.nfree++
+	}
+	if n := len(s.entries); s.peak >= shrinkMin && n < s.peak/shrinkAt {
+		s.rebuildLocked()
+	}
+}
+
+// rebuildLocked copies the map into one sized for what it holds now.
+func (s *Shard[H]) rebuildLocked() {
+	m := make(map[uint64]*Entry[H], len(s.entries))
+	for h, e := range s.entries {
+		m[h] = e
+	}
+	s.entries, s.peak = m, len(m)
+}
+
+// AllLocked calls f for every entry of the shard, stopping early if f
+// returns false. f may delete the entry it is given.
+func (s *Shard[H]) AllLocked(f func(*Entry[H]) bool) {
+	for _, first := range s.entries {
+		for e := first; e != nil; {
+			next := e.next // f may give e back
+			if !f(e) {
+				return
+			}
+			e = next
+		}
+	}
+}
+
+// Table is a fixed set of shards. Safe for concurrent use: each shard is
+// guarded by its own mutex.
+type Table[H comparable] struct {
+	shards []Shard[H]
+	shift  uint
+}
+
+// NewTable returns a table of n shards (rounded up to a power of two, at
+// least 1), every shard's fences starting above seed.
+func NewTable[H comparable](n int, seed uint64) *Table[H] {
+	if n < 1 {
+		n = 1
+	}
+	b := bits.Len(uint(n - 1))
+	t := &Table[H]{shards: make([]Shard[H], 1<<b), shift: uint(64 - b)}
+	for i := range t.shards {
+		t.shards[i].entries = make(map[uint64]*Entry[H])
+		t.shards[i].Fences = lease.NewFences(seed)
+	}
+	return t
+}
+
+// Shard returns the shard of the key whose hash is h: the top bits of h,
+// since the map inside the shard rehashes the whole of it anyway.
+func (t *Table[H]) Shard(h uint64) *Shard[H] {
+	if t.shift == 64 {
+		return &t.shards[0]
+	}
+	return &t.shards[h>>t.shift]
+}
+
+// Len returns the number of shards.
+func (t *Table[H]) Len() int { return len(t.shards) }
+
+// At returns shard i, 0 <= i < Len().
+func (t *Table[H]) At(i int) *Shard[H] { return &t.shards[i] }
