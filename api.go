@@ -61,6 +61,8 @@ type Store struct {
 	origin time.Time // the zero of the monotonic instants the timer wheel uses
 	closed atomic.Bool
 
+	slots sync.Pool // of *slot
+
 	drainMu sync.Mutex
 	drained chan struct{} // closed and replaced when a closed store's shard has no function left running
 
@@ -80,6 +82,7 @@ func NewStore(opts ...StoreOption) *Store {
 		origin:  time.Now(),
 		drained: make(chan struct{}),
 	}
+	s.slots.New = func() any { return &slot{ready: make(chan struct{}, 1)} }
 	s.timers.init(s, c.tick)
 	return s
 }

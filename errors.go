@@ -138,12 +138,28 @@ func (e *Error) Is(target error) bool {
 	return s != nil && target == s
 }
 
-// The reasons of a lost lease, as they end its message.
+// loss is why a lease was lost.
+type loss uint8
+
 const (
-	reasonMaxHold = "it was revoked at its maxHold"
-	reasonTTL     = "its ttl ran out"
-	reasonClosed  = "its store closed"
+	notLost     loss = iota
+	lostMaxHold      // revoked at its maxHold
+	lostTTL          // not renewed within its ttl (leases over a connection)
+	lostClosed       // its store closed
 )
+
+// reason returns the loss as it ends a Lost error's message.
+func (r loss) reason() string {
+	switch r {
+	case lostMaxHold:
+		return "it was revoked at its maxHold"
+	case lostTTL:
+		return "its ttl ran out"
+	case lostClosed:
+		return "its store closed"
+	}
+	return "it was not lost"
+}
 
 func newError(k Kind, lock, key, what string) *Error {
 	return &Error{Kind: k, Lock: lock, Key: key, what: what}
@@ -151,8 +167,8 @@ func newError(k Kind, lock, key, what string) *Error {
 
 // lostError is the error of a lease lost for reason; Hold wraps the
 // function's own error into a copy of it.
-func lostError(lock, key, reason string) *Error {
-	return newError(Lost, lock, key, "the lease was lost: "+reason)
+func lostError(lock, key string, r loss) *Error {
+	return newError(Lost, lock, key, "the lease was lost: "+r.reason())
 }
 
 func canceledError(lock, key string, cause error) *Error {

@@ -19,49 +19,51 @@ func (s *Store) expire(g *holder, p purpose) {
 			sh.Unlock()
 			return
 		}
-		g.entry.Line.Remove(&g.wait)
+		g.entry.Line.Remove(&g.slot.wait)
 		g.state, g.entry = timedOut, nil
+		ready := g.slot.ready
 		sh.Unlock()
-		g.ready <- struct{}{}
+		ready <- struct{}{}
 	case forMaxHold:
-		s.revoke(g, reasonMaxHold)
+		s.revoke(g, lostMaxHold)
 	}
 }
 
-// revoke takes the key from its holder g for reason and gives it to the
-// next in line at once; g's function learns it through its context, and
-// its Hold fails Lost when it returns.
-func (s *Store) revoke(g *holder, reason string) {
+// revoke takes the key from its holder g, for the reason r, and gives it to
+// the next in line at once; g's function learns it through its context,
+// and its Hold fails Lost when it returns.
+func (s *Store) revoke(g *holder, r loss) {
 	sh := g.shard
 	sh.Lock()
 	if g.state != holding {
 		sh.Unlock()
 		return
 	}
-	g.state, g.reason = revoked, reason
-	next := s.passLocked(sh, g.entry)
+	g.state, g.lost = revoked, r
+	wake := s.passLocked(sh, g.entry)
 	g.entry = nil
 	sh.Unlock()
-	if next != nil {
-		next.ready <- struct{}{}
+	if wake != nil {
+		wake <- struct{}{}
 	}
-	g.Lose(lostError(g.Lease.Lock, g.Lease.Key, reason))
+	g.Lose(lostError(g.Lease.Lock, g.Lease.Key, r))
 }
 
 // closeShard fails every waiter of sh Closed, revokes every holder with
 // reason "its store closed", and frees every entry.
 func (s *Store) closeShard(sh *shard.Shard[*holder]) {
-	var wake, lose []*holder
+	var wake []chan<- struct{}
+	var lose []*holder
 	sh.Lock()
 	sh.AllLocked(func(e *shard.Entry[*holder]) bool {
 		for el := e.Line.PopFront(); el != nil; el = e.Line.PopFront() {
 			w := el.Value
 			w.state, w.entry = shut, nil
 			s.timers.cancel(w)
-			wake = append(wake, w)
+			wake = append(wake, w.slot.ready)
 		}
 		if g := e.Holder; g != nil {
-			g.state, g.reason, g.entry = revoked, reasonClosed, nil
+			g.state, g.lost, g.entry = revoked, lostClosed, nil
 			s.timers.cancel(g)
 			lose = append(lose, g)
 			e.Holder = nil
@@ -71,10 +73,10 @@ func (s *Store) closeShard(sh *shard.Shard[*holder]) {
 	})
 	sh.Unlock()
 	for _, w := range wake {
-		w.ready <- struct{}{}
+		w <- struct{}{}
 	}
 	for _, g := range lose {
-		g.Lose(lostError(g.Lease.Lock, g.Lease.Key, reasonClosed))
+		g.Lose(lostError(g.Lease.Lock, g.Lease.Key, lostClosed))
 	}
 }
 
@@ -100,10 +102,17 @@ func (s *Store) signalDrained() {
 	s.drainMu.Unlock()
 }
 
-// instant returns the instant on s's timer clock that lies d after now,
-// saturating instead of overflowing for very long d.
-func (s *Store) instant(now time.Time, d time.Duration) time.Duration {
-	at := now.Sub(s.origin)
+// now returns the time, and the same instant on s's timer clock (time
+// since s's origin). One reading of the monotonic clock serves both: the
+// wall time is the origin's advanced by it.
+func (s *Store) now() (time.Time, time.Duration) {
+	at := time.Since(s.origin)
+	return s.origin.Add(at), at
+}
+
+// after returns the instant d after at on the timer clock, saturating
+// instead of overflowing for very long d.
+func after(at, d time.Duration) time.Duration {
 	if d > 0 && at > maxInstant-d {
 		return maxInstant
 	}

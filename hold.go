@@ -26,20 +26,49 @@ const (
 // holder is one call of Hold: first a waiter in the key's line (if the key
 // was held), then the key's holder. It is allocated once per call and never
 // reused, so a pointer to it identifies that call for good: a timer or a
-// wake-up meant for an earlier call can never reach a later one.
+// wake-up meant for an earlier call can never reach a later one. It is also
+// what the call's function gets: its context, and its Lease.
 type holder struct {
 	lease.Context // fn's context; its Lease is fn's lease
 
 	shard   *shard.Shard[*holder]
 	entry   *shard.Entry[*holder] // the key's entry while waiting or holding; guarded by shard
-	state   state                 // guarded by shard
-	reason  string                // why the lease was revoked; guarded by shard
-	maxHold time.Duration
+	slot    *slot                 // set while the hold waits or has a maxHold armed; guarded by shard
+	state   state   // guarded by shard
+	lost    loss    // why the lease was revoked; guarded by shard
+	armed   purpose // what the slot's timer was armed for; guarded by the store's timers
+}
 
-	wait  waitq.Element[*holder]   // place in the key's line; guarded by shard
-	timer timerwheel.Timer[*holder] // the wait deadline, then the maxHold; guarded by the store's timers
-	armed purpose                   // what timer was armed for; guarded by the store's timers
-	ready chan struct{}             // a waiter's wake-up: one send once its state is settled
+// slot is the part of a hold that only a waiter or an armed maxHold needs:
+// its place in the key's line, its timer, and its wake-up. Slots are
+// internal (no user code ever sees one), so unlike holders they are pooled:
+// a hold that waits or arms a maxHold allocates nothing for it in the
+// steady state.
+type slot struct {
+	wait  waitq.Element[*holder]    // place in the key's line; guarded by the shard
+	timer   timerwheel.Timer[*holder] // the wait deadline, then the maxHold; guarded by the store's timers
+	ready   chan struct{}             // a waiter's wake-up: one send once its state is settled
+	maxHold time.Duration             // the waiter's maxHold, armed at its grant
+}
+
+// takeSlot gives g a slot from s's pool, if it has none.
+func (s *Store) takeSlot(g *holder) *slot {
+	if g.slot == nil {
+		g.slot = s.slots.Get().(*slot)
+		g.slot.wait.Value, g.slot.timer.Value = g, g
+	}
+	return g.slot
+}
+
+// putSlot returns g's slot to the pool, once nothing can reach it any
+// more: it is out of the line, its timer is disarmed or fired, and its
+// wake-up was received.
+func (s *Store) putSlot(g *holder) {
+	if sl := g.slot; sl != nil {
+		g.slot = nil
+		sl.wait.Value, sl.timer.Value = nil, nil
+		s.slots.Put(sl)
+	}
 }
 
 // hold is Hold and TryHold: try never waits and skips the checks of
@@ -70,10 +99,10 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 	s := l.store
 	h := shard.Hash(l.state.hash, text)
 	sh := s.table.Shard(h)
-	g := &holder{shard: sh, maxHold: st.maxHold}
+	g := &holder{shard: sh}
 	g.Bind(ctx)
 	g.Lease.Lock, g.Lease.Key = name, text
-	now := time.Now()
+	now, at := s.now()
 
 	sh.Lock()
 	if s.closed.Load() {
@@ -83,7 +112,7 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 	e := sh.LookupLocked(h, name, text)
 	if e == nil {
 		e = sh.InsertLocked(h, name, text)
-		s.grantLocked(e, g, now)
+		s.grantLocked(e, g, st.maxHold, now, at)
 		sh.Unlock()
 	} else {
 		switch {
@@ -98,10 +127,10 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 			return false, newError(Limit, name, text, "the line of waiters is full")
 		}
 		g.state, g.entry = waiting, e
-		g.wait.Value = g
-		g.ready = make(chan struct{}, 1)
-		e.Line.PushBack(&g.wait)
-		s.timers.schedule(g, forWait, s.instant(now, st.wait))
+		sl := s.takeSlot(g)
+		sl.maxHold = st.maxHold
+		e.Line.PushBack(&sl.wait)
+		s.timers.schedule(g, forWait, after(at, st.wait))
 		sh.Unlock()
 		if err := s.await(ctx, g); err != nil {
 			return false, err
@@ -121,20 +150,22 @@ func (s *Store) run(g *holder, fn HoldFunc) (err error) {
 // shut by Close; or until ctx ends, when it leaves the line. A grant that
 // races with ctx's end is passed on, never lost.
 func (s *Store) await(ctx context.Context, g *holder) error {
+	sl := g.slot
 	select {
-	case <-g.ready:
+	case <-sl.ready:
 	case <-ctx.Done():
 		sh := g.shard
 		sh.Lock()
 		if g.state == waiting {
-			g.entry.Line.Remove(&g.wait)
+			g.entry.Line.Remove(&sl.wait)
 			g.state, g.entry = left, nil
 			s.timers.cancel(g)
+			s.putSlot(g)
 			sh.Unlock()
 			return canceledError(g.Lease.Lock, g.Lease.Key, ctx.Err())
 		}
 		sh.Unlock()
-		<-g.ready // settled by someone else: the wake-up is on its way
+		<-sl.ready // settled by someone else: the wake-up is on its way
 		if g.state == holding {
 			s.release(g, nil) // granted as ctx ended: pass it on
 			return canceledError(g.Lease.Lock, g.Lease.Key, ctx.Err())
@@ -142,35 +173,39 @@ func (s *Store) await(ctx context.Context, g *holder) error {
 	}
 	switch g.state {
 	case timedOut:
+		s.putSlot(g)
 		return newError(InUse, g.Lease.Lock, g.Lease.Key, "held past the hold's wait")
 	case shut:
+		s.putSlot(g)
 		return newError(Closed, g.Lease.Lock, g.Lease.Key, "the store is closed")
 	}
 	return nil
 }
 
-// grantLocked makes g the holder of e: it gives g its fence and grant time
-// and arms its maxHold (or disarms its wait deadline).
-func (s *Store) grantLocked(e *shard.Entry[*holder], g *holder, now time.Time) {
+// grantLocked makes g the holder of e at now (at on the timer clock): it
+// gives g its fence and grant time and arms its maxHold (or disarms its
+// wait deadline).
+func (s *Store) grantLocked(e *shard.Entry[*holder], g *holder, maxHold time.Duration, now time.Time, at time.Duration) {
 	sh := g.shard
 	g.state, g.entry = holding, e
 	e.Holder = g
 	sh.Busy++
 	g.Lease.Fence = sh.Fences.Next()
 	g.Lease.Granted = now
-	if g.maxHold > 0 {
-		g.Lease.Deadline = now.Add(g.maxHold)
-		s.timers.schedule(g, forMaxHold, s.instant(now, g.maxHold))
-	} else if g.ready != nil {
+	if maxHold > 0 {
+		g.Lease.Deadline = now.Add(maxHold)
+		s.takeSlot(g)
+		s.timers.schedule(g, forMaxHold, after(at, maxHold))
+	} else if g.slot != nil {
 		s.timers.cancel(g) // a waiter's wait deadline
 	}
 }
 
-// passLocked gives e to the head of its line and returns the new holder,
-// to be woken once sh is unlocked; if nobody waits, it frees e and returns
-// nil. The key is never free while someone is in line, so no newcomer can
+// passLocked gives e to the head of its line and returns the new holder's
+// wake-up, to be sent once sh is unlocked; if nobody waits, it frees e and
+// returns nil. The key is never free while someone is in line, so no newcomer can
 // take it in between (strict FIFO, no barging).
-func (s *Store) passLocked(sh *shard.Shard[*holder], e *shard.Entry[*holder]) *holder {
+func (s *Store) passLocked(sh *shard.Shard[*holder], e *shard.Entry[*holder]) chan<- struct{} {
 	el := e.Line.PopFront()
 	if el == nil {
 		e.Holder = nil
@@ -178,37 +213,39 @@ func (s *Store) passLocked(sh *shard.Shard[*holder], e *shard.Entry[*holder]) *h
 		return nil
 	}
 	next := el.Value
-	s.grantLocked(e, next, time.Now())
-	return next
+	now, at := s.now()
+	s.grantLocked(e, next, next.slot.maxHold, now, at)
+	return next.slot.ready
 }
 
 // release lets g's key go once fn has returned, handing it to the next in
 // line, and turns fnErr into what Hold returns.
 func (s *Store) release(g *holder, fnErr error) error {
 	sh := g.shard
-	var next *holder
+	var wake chan<- struct{}
 	sh.Lock()
 	sh.Busy--
 	if g.state == holding {
 		g.state = released
-		if g.maxHold > 0 {
-			s.timers.cancel(g)
-		}
-		next = s.passLocked(sh, g.entry)
+		wake = s.passLocked(sh, g.entry)
 		g.entry = nil
 	}
-	reason := g.reason
+	if g.slot != nil {
+		s.timers.cancel(g)
+		s.putSlot(g)
+	}
+	lost := g.lost
 	drained := sh.Busy == 0 && s.closed.Load()
 	sh.Unlock()
-	if next != nil {
-		next.ready <- struct{}{}
+	if wake != nil {
+		wake <- struct{}{}
 	}
 	g.End()
 	if drained {
 		s.signalDrained()
 	}
-	if reason != "" {
-		err := lostError(g.Lease.Lock, g.Lease.Key, reason)
+	if lost != notLost {
+		err := lostError(g.Lease.Lock, g.Lease.Key, lost)
 		err.cause = fnErr
 		return err
 	}

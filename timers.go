@@ -57,8 +57,7 @@ func (t *timers) schedule(g *holder, p purpose, at time.Duration) {
 		return
 	}
 	g.armed = p
-	g.timer.Value = g
-	t.wheel.Schedule(&g.timer, at)
+	t.wheel.Schedule(&g.slot.timer, at)
 	if !t.started {
 		t.started = true
 		go t.run()
@@ -71,10 +70,13 @@ func (t *timers) schedule(g *holder, p purpose, at time.Duration) {
 	}
 }
 
-// cancel disarms g's timer, if it is armed. O(1).
+// cancel disarms g's timer, if it has one armed. O(1).
 func (t *timers) cancel(g *holder) {
+	if g.slot == nil {
+		return
+	}
 	t.mu.Lock()
-	t.wheel.Cancel(&g.timer)
+	t.wheel.Cancel(&g.slot.timer)
 	t.mu.Unlock()
 }
 

@@ -30,11 +30,17 @@ type Context struct {
 
 	parent context.Context
 
-	mu     sync.Mutex
-	real   context.Context         // built on first need; guarded by mu
-	cancel context.CancelCauseFunc // cancels real; guarded by mu
-	cause  error                   // why the lease was lost, nil while held; guarded by mu
-	ended  bool                    // the hold is over; guarded by mu
+	mu    sync.Mutex
+	real  *built // the real context, nil until needed; guarded by mu
+	lost  bool   // Lose was called; guarded by mu
+	ended bool   // End was called; guarded by mu
+}
+
+// built is the real context behind a Context, made on first need. Keeping
+// it apart keeps a Context small when it is never needed.
+type built struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 // Bind makes parent the context c derives from. Call it once, before c is
@@ -49,24 +55,26 @@ func (c *Context) Parent() context.Context { return c.parent }
 // A lease ended by End can no longer be lost.
 func (c *Context) Lose(cause error) bool {
 	c.mu.Lock()
-	if c.cause != nil || c.ended {
+	if c.lost || c.ended {
 		c.mu.Unlock()
 		return false
 	}
-	c.cause = cause
-	cancel := c.cancel
+	c.lost = true
+	b := c.buildLocked() // so that Err and Done agree from here on
 	c.mu.Unlock()
-	if cancel != nil {
-		cancel(cause)
-	}
+	b.cancel(cause)
 	return true
 }
 
 // Lost returns the cause given to Lose, or nil if the lease was not lost.
 func (c *Context) Lost() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cause
+	lost, b := c.lost, c.real
+	c.mu.Unlock()
+	if !lost {
+		return nil
+	}
+	return context.Cause(b.ctx)
 }
 
 // End marks the hold as over: c is cancelled (with context.Canceled as the
@@ -75,27 +83,31 @@ func (c *Context) Lost() error {
 func (c *Context) End() {
 	c.mu.Lock()
 	c.ended = true
-	cancel := c.cancel
+	b := c.real
 	c.mu.Unlock()
-	if cancel != nil {
-		cancel(context.Canceled)
+	if b != nil {
+		b.cancel(context.Canceled)
 	}
 }
 
-// built returns the real context, building it on first use.
+// buildLocked returns the real context, building it on first use (one
+// context.WithCancelCause).
+func (c *Context) buildLocked() *built {
+	if c.real == nil {
+		b := new(built)
+		b.ctx, b.cancel = context.WithCancelCause(c.parent)
+		if c.ended {
+			b.cancel(context.Canceled)
+		}
+		c.real = b
+	}
+	return c.real
+}
+
 func (c *Context) built() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.real == nil {
-		c.real, c.cancel = context.WithCancelCause(c.parent)
-		switch {
-		case c.cause != nil:
-			c.cancel(c.cause)
-		case c.ended:
-			c.cancel(context.Canceled)
-		}
-	}
-	return c.real
+	return c.buildLocked().ctx
 }
 
 // Deadline returns the parent's deadline: losing a lease is a cancellation,
@@ -111,11 +123,11 @@ func (c *Context) Done() <-chan struct{} { return c.built().Done() }
 // nothing.
 func (c *Context) Err() error {
 	c.mu.Lock()
-	real, ended := c.real, c.cause != nil || c.ended
+	b, ended := c.real, c.lost || c.ended
 	c.mu.Unlock()
 	switch {
-	case real != nil:
-		return real.Err()
+	case b != nil:
+		return b.ctx.Err()
 	case ended:
 		return context.Canceled
 	default:

@@ -104,7 +104,9 @@ func (s *Shard[H]) DeleteLocked(e *Entry[H]) {
 			}
 		}
 	}
-	*e = Entry[H]{}
+	// Clear only what points elsewhere: the line is empty and its root
+	// points at itself, the holder is the zero H (DeleteLocked's rule).
+	e.lock, e.key, e.next = "", "", nil
 	if s.nfree < keepFree {
 		e.next, s.free = s.free, e
 		s.nfree++
