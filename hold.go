@@ -31,12 +31,12 @@ const (
 type holder struct {
 	lease.Context // fn's context; its Lease is fn's lease
 
-	shard   *shard.Shard[*holder]
-	entry   *shard.Entry[*holder] // the key's entry while waiting or holding; guarded by shard
-	slot    *slot                 // set while the hold waits or has a maxHold armed; guarded by shard
-	state   state   // guarded by shard
-	lost    loss    // why the lease was revoked; guarded by shard
-	armed   purpose // what the slot's timer was armed for; guarded by the store's timers
+	shard *shard.Shard[*holder]
+	entry *shard.Entry[*holder] // the key's entry while waiting or holding; guarded by shard
+	slot  *slot                 // set while the hold waits or has a maxHold armed; guarded by shard
+	state state                 // guarded by shard
+	lost  loss                  // why the lease was revoked; guarded by shard
+	armed purpose               // what the slot's timer was armed for; guarded by the store's timers
 }
 
 // slot is the part of a hold that only a waiter or an armed maxHold needs:
@@ -45,7 +45,7 @@ type holder struct {
 // a hold that waits or arms a maxHold allocates nothing for it in the
 // steady state.
 type slot struct {
-	wait  waitq.Element[*holder]    // place in the key's line; guarded by the shard
+	wait    waitq.Element[*holder]    // place in the key's line; guarded by the shard
 	timer   timerwheel.Timer[*holder] // the wait deadline, then the maxHold; guarded by the store's timers
 	ready   chan struct{}             // a waiter's wake-up: one send once its state is settled
 	maxHold time.Duration             // the waiter's maxHold, armed at its grant
