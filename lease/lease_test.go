@@ -1,0 +1,145 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/holdline/locks/lease"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type ctxKey string
+
+func bound(parent context.Context, lock, key string) *lease.Context {
+	c := new(lease.Context)
+	c.Bind(parent)
+	c.Lease.Lock, c.Lease.Key = lock, key
+	return c
+}
+
+func TestContextCarriesParentValuesAndDeadline(t *testing.T) {
+	deadline := time.Now().Add(time.Hour)
+	parent, cancel := context.WithDeadline(context.WithValue(context.Background(), ctxKey("who"), "me"), deadline)
+	defer cancel()
+	c := bound(parent, "l", "k")
+	defer c.End()
+	assert.Equal(t, "me", c.Value(ctxKey("who")))
+	d, ok := c.Deadline()
+	assert.True(t, ok)
+	assert.Equal(t, deadline, d)
+	assert.NoError(t, c.Err())
+	assert.Same(t, parent, c.Parent())
+}
+
+func TestContextEndsWithParentButIsNotLost(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	c := bound(parent, "l", "k")
+	defer c.End()
+	done := c.Done()
+	cancel()
+	<-done
+	assert.ErrorIs(t, c.Err(), context.Canceled)
+	assert.Nil(t, c.Lost(), "the parent ending is not a lost lease")
+}
+
+func TestLoseCancelsWithCause(t *testing.T) {
+	cause := errors.New("revoked")
+	for _, builtFirst := range []bool{false, true} {
+		c := bound(context.Background(), "l", "k")
+		if builtFirst {
+			_ = c.Done()
+		}
+		assert.NoError(t, c.Err())
+		require.True(t, c.Lose(cause))
+		assert.False(t, c.Lose(errors.New("again")), "a lease is lost once")
+		<-c.Done()
+		assert.ErrorIs(t, c.Err(), context.Canceled)
+		assert.Same(t, cause, context.Cause(c), "built first: %v", builtFirst)
+		assert.Same(t, cause, c.Lost())
+		c.End()
+		assert.Same(t, cause, context.Cause(c), "End keeps the cause of a lost lease")
+	}
+}
+
+func TestEndCancelsAndCannotBeLost(t *testing.T) {
+	c := bound(context.Background(), "l", "k")
+	assert.NoError(t, c.Err())
+	c.End()
+	assert.ErrorIs(t, c.Err(), context.Canceled, "Err without building")
+	<-c.Done() // built after End: born done
+	assert.False(t, c.Lose(errors.New("late")))
+	assert.Nil(t, c.Lost())
+}
+
+func TestChildContextsFollowLoss(t *testing.T) {
+	c := bound(context.Background(), "l", "k")
+	child, cancel := context.WithCancel(c)
+	defer cancel()
+	cause := errors.New("gone")
+	c.Lose(cause)
+	<-child.Done()
+	assert.Same(t, cause, context.Cause(child))
+	c.End()
+}
+
+func TestCheck(t *testing.T) {
+	bg := context.Background()
+	outer := bound(bg, "invoices", "9")
+	defer outer.End()
+	inner := bound(context.WithValue(outer, ctxKey("x"), 1), "invoices", "10")
+	defer inner.End()
+	derived, cancel := context.WithCancel(inner)
+	defer cancel()
+
+	for _, tc := range []struct {
+		name      string
+		ctx       context.Context
+		lock, key string
+		want      lease.Conflict
+	}{
+		{"background", bg, "invoices", "9", lease.None},
+		{"same key", outer, "invoices", "9", lease.Nested},
+		{"other key", outer, "invoices", "10", lease.None},
+		{"other lock", outer, "orders", "9", lease.None},
+		{"outer key through inner", derived, "invoices", "9", lease.Nested},
+		{"inner key", derived, "invoices", "10", lease.Nested},
+		{"transaction", lease.InTransaction(bg), "invoices", "9", lease.Transaction},
+		{"transaction inside a hold", lease.InTransaction(outer), "invoices", "10", lease.Transaction},
+		{"hold inside a transaction", bound(lease.InTransaction(bg), "invoices", "1"), "invoices", "2", lease.Transaction},
+	} {
+		assert.Equal(t, tc.want, lease.Check(tc.ctx, tc.lock, tc.key), tc.name)
+	}
+}
+
+func TestCheckBuildsNothing(t *testing.T) {
+	c := bound(context.Background(), "l", "k")
+	defer c.End()
+	allocs := testing.AllocsPerRun(100, func() {
+		_ = lease.Check(c, "l", "other")
+		_ = c.Err()
+	})
+	assert.Equal(t, 0.0, allocs)
+}
+
+func TestFences(t *testing.T) {
+	f := lease.NewFences(41)
+	assert.Equal(t, uint64(41), f.Last())
+	assert.Equal(t, uint64(42), f.Next())
+	assert.Equal(t, uint64(43), f.Next())
+	assert.Equal(t, uint64(43), f.Last())
+}
+
+func TestSeedFollowsTheWallClock(t *testing.T) {
+	before := uint64(time.Now().UnixNano())
+	s := lease.Seed()
+	after := uint64(time.Now().UnixNano())
+	assert.GreaterOrEqual(t, s, before)
+	assert.LessOrEqual(t, s, after)
+}

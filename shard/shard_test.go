@@ -1,0 +1,174 @@
+package shard_test
+
+import (
+	"fmt"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdline/locks/shard"
+)
+
+type holder struct{ id int }
+
+func TestShardIsPaddedToCacheLines(t *testing.T) {
+	size := unsafe.Sizeof(shard.Shard[*holder]{})
+	assert.Zero(t, size%shard.CacheLine, "Shard is %d bytes, not a multiple of %d", size, shard.CacheLine)
+	assert.Equal(t, uintptr(shard.CacheLine), size, "a shard should fit one padded block")
+}
+
+func TestTableRoundsUpToPowerOfTwo(t *testing.T) {
+	for _, tc := range []struct{ in, want int }{{-3, 1}, {0, 1}, {1, 1}, {2, 2}, {3, 4}, {255, 256}, {256, 256}, {257, 512}} {
+		assert.Equal(t, tc.want, shard.NewTable[*holder](tc.in, 0).Len(), "NewTable(%d)", tc.in)
+	}
+}
+
+func TestShardChoiceIsStableAndSpread(t *testing.T) {
+	tb := shard.NewTable[*holder](64, 0)
+	lh := shard.LockHash("invoices")
+	seen := map[*shard.Shard[*holder]]int{}
+	for i := 0; i < 64*100; i++ {
+		key := fmt.Sprintf("invoice-%06d", i)
+		sh := tb.Shard(shard.Hash(lh, key))
+		require.Same(t, sh, tb.Shard(shard.Hash(lh, key)), "a key always maps to one shard")
+		seen[sh]++
+	}
+	assert.Len(t, seen, 64, "6,400 keys reach every one of 64 shards")
+	for sh, n := range seen {
+		assert.Greater(t, n, 40, "shard %p got %d of 6,400 keys", sh, n)
+	}
+}
+
+func TestHashSeparatesLocks(t *testing.T) {
+	assert.NotEqual(t, shard.Hash(shard.LockHash("a"), "9"), shard.Hash(shard.LockHash("b"), "9"))
+	assert.Equal(t, shard.Hash(shard.LockHash("a"), "9"), shard.Hash(shard.LockHash("a"), "9"))
+}
+
+func TestInsertLookupDelete(t *testing.T) {
+	tb := shard.NewTable[*holder](1, 0)
+	sh := tb.At(0)
+	sh.Lock()
+	defer sh.Unlock()
+
+	assert.Nil(t, sh.LookupLocked(1, "l", "k"))
+	e := sh.InsertLocked(1, "l", "k")
+	assert.Equal(t, "l", e.Lock())
+	assert.Equal(t, "k", e.Key())
+	assert.True(t, e.Idle())
+	assert.Same(t, e, sh.LookupLocked(1, "l", "k"))
+	assert.Nil(t, sh.LookupLocked(1, "l", "other"), "same hash, other key")
+	assert.Nil(t, sh.LookupLocked(1, "m", "k"), "same hash, other lock")
+	assert.Equal(t, 1, sh.LenLocked())
+
+	e.Holder = &holder{1}
+	assert.False(t, e.Idle())
+	e.Holder = nil
+	sh.DeleteLocked(e)
+	assert.Nil(t, sh.LookupLocked(1, "l", "k"))
+	assert.Equal(t, 0, sh.LenLocked())
+}
+
+// TestHashCollisions gives three keys one hash: each is found, and each
+// can be deleted wherever it stands in the chain.
+func TestHashCollisions(t *testing.T) {
+	for del := 0; del < 3; del++ {
+		sh := shard.NewTable[*holder](1, 0).At(0)
+		sh.Lock()
+		keys := []string{"a", "b", "c"}
+		es := map[string]*shard.Entry[*holder]{}
+		for _, k := range keys {
+			es[k] = sh.InsertLocked(42, "lock", k)
+		}
+		for _, k := range keys {
+			require.Same(t, es[k], sh.LookupLocked(42, "lock", k))
+		}
+		sh.DeleteLocked(es[keys[del]])
+		for i, k := range keys {
+			if i == del {
+				assert.Nil(t, sh.LookupLocked(42, "lock", k))
+			} else {
+				assert.Same(t, es[k], sh.LookupLocked(42, "lock", k), "after deleting %s", keys[del])
+			}
+		}
+		sh.Unlock()
+	}
+}
+
+func TestFreedEntriesAreReusedUpToALimit(t *testing.T) {
+	sh := shard.NewTable[*holder](1, 0).At(0)
+	sh.Lock()
+	defer sh.Unlock()
+	var es []*shard.Entry[*holder]
+	for i := 0; i < shard.KeepFree+5; i++ {
+		es = append(es, sh.InsertLocked(uint64(i), "l", fmt.Sprint(i)))
+	}
+	for _, e := range es {
+		sh.DeleteLocked(e)
+	}
+	assert.Equal(t, shard.KeepFree, sh.FreeLenLocked())
+	e := sh.InsertLocked(7, "l", "new")
+	assert.Equal(t, shard.KeepFree-1, sh.FreeLenLocked())
+	assert.Equal(t, "new", e.Key())
+	assert.True(t, e.Idle(), "a reused entry comes back free, with an empty line")
+}
+
+func TestMapShrinksWhenKeysAreGone(t *testing.T) {
+	sh := shard.NewTable[*holder](1, 0).At(0)
+	sh.Lock()
+	defer sh.Unlock()
+	n := shard.ShrinkMin * 4
+	var es []*shard.Entry[*holder]
+	for i := 0; i < n; i++ {
+		es = append(es, sh.InsertLocked(uint64(i), "l", fmt.Sprint(i)))
+	}
+	require.Equal(t, n, sh.PeakLocked())
+	for _, e := range es[:n-1] {
+		sh.DeleteLocked(e)
+	}
+	assert.Less(t, sh.PeakLocked(), n/shard.ShrinkAt, "the map was rebuilt at its smaller size")
+	assert.Same(t, es[n-1], sh.LookupLocked(uint64(n-1), "l", fmt.Sprint(n-1)), "what stays is still found")
+}
+
+func TestAllLockedMayDelete(t *testing.T) {
+	sh := shard.NewTable[*holder](1, 0).At(0)
+	sh.Lock()
+	defer sh.Unlock()
+	for i := 0; i < 10; i++ {
+		sh.InsertLocked(uint64(i%3), "l", fmt.Sprint(i)) // chains too
+	}
+	seen := 0
+	sh.AllLocked(func(e *shard.Entry[*holder]) bool {
+		seen++
+		sh.DeleteLocked(e)
+		return true
+	})
+	assert.Equal(t, 10, seen)
+	assert.Equal(t, 0, sh.LenLocked())
+}
+
+func TestFencesStartAboveSeedAndIncrease(t *testing.T) {
+	tb := shard.NewTable[*holder](4, 1000)
+	for i := 0; i < tb.Len(); i++ {
+		sh := tb.At(i)
+		sh.Lock()
+		assert.Equal(t, uint64(1001), sh.Fences.Next())
+		assert.Equal(t, uint64(1002), sh.Fences.Next())
+		sh.Unlock()
+	}
+}
+
+func TestChurnAllocatesNothing(t *testing.T) {
+	sh := shard.NewTable[*holder](1, 0).At(0)
+	sh.Lock()
+	defer sh.Unlock()
+	h := &holder{}
+	allocs := testing.AllocsPerRun(1000, func() {
+		e := sh.InsertLocked(5, "l", "k")
+		e.Holder = h
+		e.Holder = nil
+		sh.DeleteLocked(e)
+	})
+	assert.Equal(t, 0.0, allocs)
+}
