@@ -99,10 +99,13 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 	s := l.store
 	h := shard.Hash(l.state.hash, text)
 	sh := s.table.Shard(h)
-	g := &holder{shard: sh}
-	g.Bind(ctx)
-	g.Lease.Lock, g.Lease.Key = name, text
-	now, at := s.now()
+	var g *holder
+	var now time.Time
+	var at time.Duration
+	if !try { // TryHold allocates and reads the clock only for a free key
+		g = newHolder(ctx, sh, name, text)
+		now, at = s.now()
+	}
 
 	sh.Lock()
 	if s.closed.Load() {
@@ -111,6 +114,10 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 	}
 	e := sh.LookupLocked(h, name, text)
 	if e == nil {
+		if g == nil {
+			g = newHolder(ctx, sh, name, text)
+			now, at = s.now()
+		}
 		e = sh.InsertLocked(h, name, text)
 		s.grantLocked(e, g, st.maxHold, now, at)
 		sh.Unlock()
@@ -137,6 +144,15 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 		}
 	}
 	return true, s.run(g, fn)
+}
+
+// newHolder returns the record of one call of Hold on sh's key text of
+// lock name, whose function's context derives from ctx.
+func newHolder(ctx context.Context, sh *shard.Shard[*holder], name, text string) *holder {
+	g := &holder{shard: sh}
+	g.Bind(ctx)
+	g.Lease.Lock, g.Lease.Key = name, text
+	return g
 }
 
 // run calls fn holding the key, and lets the key go however fn ends: by
