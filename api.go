@@ -82,7 +82,7 @@ func NewStore(opts ...StoreOption) *Store {
 		origin:  time.Now(),
 		drained: make(chan struct{}),
 	}
-	s.slots.New = func() any { return &slot{ready: make(chan struct{}, 1)} }
+	s.slots.New = func() any { return &slot{ready: make(chan state, 1)} }
 	s.timers.init(s, c.tick)
 	return s
 }

@@ -23,7 +23,7 @@ func (s *Store) expire(g *holder, p purpose) {
 		g.state, g.entry = timedOut, nil
 		ready := g.slot.ready
 		sh.Unlock()
-		ready <- struct{}{}
+		ready <- timedOut
 	case forMaxHold:
 		s.revoke(g, lostMaxHold)
 	}
@@ -44,7 +44,7 @@ func (s *Store) revoke(g *holder, r loss) {
 	g.entry = nil
 	sh.Unlock()
 	if wake != nil {
-		wake <- struct{}{}
+		wake <- holding
 	}
 	g.Lose(lostError(g.Lease.Lock, g.Lease.Key, r))
 }
@@ -52,7 +52,7 @@ func (s *Store) revoke(g *holder, r loss) {
 // closeShard fails every waiter of sh Closed, revokes every holder with
 // reason "its store closed", and frees every entry.
 func (s *Store) closeShard(sh *shard.Shard[*holder]) {
-	var wake []chan<- struct{}
+	var wake []chan<- state
 	var lose []*holder
 	sh.Lock()
 	sh.AllLocked(func(e *shard.Entry[*holder]) bool {
@@ -73,7 +73,7 @@ func (s *Store) closeShard(sh *shard.Shard[*holder]) {
 	})
 	sh.Unlock()
 	for _, w := range wake {
-		w <- struct{}{}
+		w <- shut
 	}
 	for _, g := range lose {
 		g.Lose(lostError(g.Lease.Lock, g.Lease.Key, lostClosed))

@@ -47,7 +47,7 @@ type holder struct {
 type slot struct {
 	wait    waitq.Element[*holder]    // place in the key's line; guarded by the shard
 	timer   timerwheel.Timer[*holder] // the wait deadline, then the maxHold; guarded by the store's timers
-	ready   chan struct{}             // a waiter's wake-up: one send once its state is settled
+	ready   chan state                // a waiter's wake-up: one send of its settled state
 	maxHold time.Duration             // the waiter's maxHold, armed at its grant
 }
 
@@ -166,9 +166,12 @@ func (s *Store) run(g *holder, fn HoldFunc) (err error) {
 // shut by Close; or until ctx ends, when it leaves the line. A grant that
 // races with ctx's end is passed on, never lost.
 func (s *Store) await(ctx context.Context, g *holder) error {
+	// The settled state comes over the channel: g.state itself may change
+	// again (a revocation) without this goroutine holding the shard's mutex.
 	sl := g.slot
+	var settled state
 	select {
-	case <-sl.ready:
+	case settled = <-sl.ready:
 	case <-ctx.Done():
 		sh := g.shard
 		sh.Lock()
@@ -181,13 +184,13 @@ func (s *Store) await(ctx context.Context, g *holder) error {
 			return canceledError(g.Lease.Lock, g.Lease.Key, ctx.Err())
 		}
 		sh.Unlock()
-		<-sl.ready // settled by someone else: the wake-up is on its way
-		if g.state == holding {
+		settled = <-sl.ready // settled by someone else: the wake-up is on its way
+		if settled == holding {
 			s.release(g, nil) // granted as ctx ended: pass it on
 			return canceledError(g.Lease.Lock, g.Lease.Key, ctx.Err())
 		}
 	}
-	switch g.state {
+	switch settled {
 	case timedOut:
 		s.putSlot(g)
 		return newError(InUse, g.Lease.Lock, g.Lease.Key, "held past the hold's wait")
@@ -218,10 +221,10 @@ func (s *Store) grantLocked(e *shard.Entry[*holder], g *holder, maxHold time.Dur
 }
 
 // passLocked gives e to the head of its line and returns the new holder's
-// wake-up, to be sent once sh is unlocked; if nobody waits, it frees e and
-// returns nil. The key is never free while someone is in line, so no newcomer can
+// wake-up, on which to send holding once sh is unlocked; if nobody waits,
+// it frees e and returns nil. The key is never free while someone is in line, so no newcomer can
 // take it in between (strict FIFO, no barging).
-func (s *Store) passLocked(sh *shard.Shard[*holder], e *shard.Entry[*holder]) chan<- struct{} {
+func (s *Store) passLocked(sh *shard.Shard[*holder], e *shard.Entry[*holder]) chan<- state {
 	el := e.Line.PopFront()
 	if el == nil {
 		e.Holder = nil
@@ -238,7 +241,7 @@ func (s *Store) passLocked(sh *shard.Shard[*holder], e *shard.Entry[*holder]) ch
 // line, and turns fnErr into what Hold returns.
 func (s *Store) release(g *holder, fnErr error) error {
 	sh := g.shard
-	var wake chan<- struct{}
+	var wake chan<- state
 	sh.Lock()
 	sh.Busy--
 	if g.state == holding {
@@ -254,7 +257,7 @@ func (s *Store) release(g *holder, fnErr error) error {
 	drained := sh.Busy == 0 && s.closed.Load()
 	sh.Unlock()
 	if wake != nil {
-		wake <- struct{}{}
+		wake <- holding
 	}
 	g.End()
 	if drained {

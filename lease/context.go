@@ -90,6 +90,13 @@ func (c *Context) End() {
 	}
 }
 
+// isEnded reports whether End was called.
+func (c *Context) isEnded() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ended
+}
+
 // buildLocked returns the real context, building it on first use (one
 // context.WithCancelCause).
 func (c *Context) buildLocked() *built {

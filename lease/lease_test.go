@@ -118,6 +118,17 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+func TestCheckSkipsEndedHolds(t *testing.T) {
+	tx := lease.InTransaction(context.Background())
+	outer := bound(tx, "invoices", "9")
+	kept := context.WithoutCancel(outer) // work that outlives the hold
+	require.Equal(t, lease.Nested, lease.Check(kept, "invoices", "9"))
+	outer.End()
+	assert.Equal(t, lease.Transaction, lease.Check(kept, "invoices", "9"),
+		"an ended hold encloses nothing; the walk goes on to the transaction above it")
+	assert.Equal(t, lease.None, lease.Check(context.WithoutCancel(bound(context.Background(), "l", "k")), "l", "x"))
+}
+
 func TestCheckBuildsNothing(t *testing.T) {
 	c := bound(context.Background(), "l", "k")
 	defer c.End()

@@ -32,7 +32,9 @@ const (
 
 // Check walks ctx's chain of marks, nearest first, and reports the first
 // conflict for a hold of key in lock: a transaction mark, or an enclosing
-// hold of the same lock and key. Holds of other keys are walked through.
+// hold of the same lock and key that has not ended (a context kept past its
+// hold, with context.WithoutCancel say, encloses nothing). Holds of other
+// keys, and ended ones, are walked through.
 // Cost: one ctx.Value lookup per enclosing mark, one in all when there is
 // none; no allocation.
 func Check(ctx context.Context, lock, key string) Conflict {
@@ -42,7 +44,7 @@ func Check(ctx context.Context, lock, key string) Conflict {
 		case txMark:
 			return Transaction
 		case *Context:
-			if m.Lease.Lock == lock && m.Lease.Key == key {
+			if m.Lease.Lock == lock && m.Lease.Key == key && !m.isEnded() {
 				return Nested
 			}
 			v = m.parent.Value(markKey{})

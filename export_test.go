@@ -1,0 +1,27 @@
+package locks
+
+// Internals the tests of SPEC §5 and §6 observe, and nothing more.
+
+// KeyEntries returns how many keys of s have an entry: a holder or a line
+// of waiters (SPEC §6: memory for a key is reclaimed when it has neither).
+func KeyEntries(s *Store) int {
+	n := 0
+	for i := 0; i < s.table.Len(); i++ {
+		sh := s.table.At(i)
+		sh.Lock()
+		n += sh.LenLocked()
+		sh.Unlock()
+	}
+	return n
+}
+
+// PendingTimers returns how many deadlines s's timer wheel holds, and
+// whether the wheel expects nothing at all, so that its goroutine sleeps
+// with no timer (SPEC §5: no ticker runs while no deadline is set; §6: no
+// timer outlives its use).
+func PendingTimers(s *Store) (n int, idle bool) {
+	s.timers.mu.Lock()
+	defer s.timers.mu.Unlock()
+	_, pending := s.timers.wheel.Next()
+	return s.timers.wheel.Len(), !pending
+}

@@ -1,0 +1,375 @@
+package locks_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdline/locks"
+)
+
+// queue starts n holds of key in l, one after the other, each standing in
+// line (synctest.Wait) before the next comes, so their order is known.
+// Must run in a synctest bubble.
+func queue(t *testing.T, l *locks.Lock, key any, n int, opts ...locks.Option) []*hold {
+	t.Helper()
+	hs := make([]*hold, n)
+	for i := range hs {
+		hs[i] = startHold(t, context.Background(), l, key, opts...)
+		synctest.Wait()
+		require.False(t, isClosed(hs[i].granted), "waiter %d was granted at once", i)
+	}
+	return hs
+}
+
+// TestFIFO: waiters are given the key strictly in the order they came
+// (SPEC §3, LOCK-01), with fences in the same order.
+func TestFIFO(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, l := newLock(t)
+		h := startHold(t, context.Background(), l, 9)
+		<-h.granted
+		ws := queue(t, l, 9, 50, locks.Wait(time.Hour))
+		require.NoError(t, h.finish())
+		prev := h.lease.Fence
+		for i, w := range ws {
+			<-w.granted
+			require.Greater(t, w.lease.Fence, prev)
+			prev = w.lease.Fence
+			synctest.Wait()
+			for j := i + 1; j < len(ws); j++ {
+				require.False(t, isClosed(ws[j].granted), "waiter %d granted while %d holds", j, i)
+			}
+			require.NoError(t, w.finish())
+		}
+	})
+}
+
+// TestFIFOOrderUnderChurn: the order of grants is the order of arrival,
+// checked by the functions themselves as they run.
+func TestFIFOOrderUnderChurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, l := newLock(t)
+		h := startHold(t, context.Background(), l, "k")
+		<-h.granted
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				assert.NoError(t, l.Hold(context.Background(), "k", func(context.Context, *locks.Lease) error {
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+					return nil
+				}))
+			}()
+			synctest.Wait()
+		}
+		require.NoError(t, h.finish())
+		wg.Wait()
+		want := make([]int, 20)
+		for i := range want {
+			want[i] = i
+		}
+		require.Equal(t, want, order)
+	})
+}
+
+// TestNoBargingAtRelease: on release the key passes straight to the head of
+// the line; no newcomer, TryHold included, can take it in between (SPEC §3).
+// Hold has already handed the key over when it returns.
+func TestNoBargingAtRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, l := newLock(t)
+		var w *hold
+		require.NoError(t, l.Hold(context.Background(), 9, func(context.Context, *locks.Lease) error {
+			w = startHold(t, context.Background(), l, 9)
+			synctest.Wait()
+			return nil
+		}))
+		// w has not run yet, but the key is already its.
+		ok, err := l.TryHold(context.Background(), 9, mustNotRun(t))
+		require.NoError(t, err)
+		require.False(t, ok, "TryHold barged in at the release")
+		err = l.Hold(context.Background(), 9, mustNotRun(t), locks.Wait(0))
+		require.ErrorIs(t, err, locks.ErrInUse, "Hold barged in at the release")
+		<-w.granted
+		require.NoError(t, w.finish())
+	})
+}
+
+// TestCancelledHeadWaiter: a waiter whose context ends leaves the line at
+// once (Hold fails with the context's error, naming lock and key); the next
+// in line is still granted, in order (SPEC §3).
+func TestCancelledHeadWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, l := newLock(t)
+		h := startHold(t, context.Background(), l, 9)
+		<-h.granted
+		ctx, cancel := context.WithCancel(context.Background())
+		head := startHold(t, ctx, l, 9, locks.Wait(time.Hour))
+		synctest.Wait()
+		ws := queue(t, l, 9, 3, locks.Wait(time.Hour))
+
+		start := time.Now()
+		cancel()
+		err := head.wait()
+		require.Zero(t, time.Since(start), "left the line at once")
+		require.ErrorIs(t, err, context.Canceled)
+		e := asError(t, err)
+		require.Equal(t, name, e.Lock)
+		require.Equal(t, "9", e.Key)
+		require.False(t, head.ran)
+
+		require.NoError(t, h.finish())
+		for _, w := range ws {
+			<-w.granted
+			require.NoError(t, w.finish())
+		}
+	})
+}
+
+// TestWaiterLeavesFromTheMiddle: waiters leaving from the middle of the line
+// (context ended, deadline) do not disturb the order of the others.
+func TestWaiterLeavesFromTheMiddle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, l := newLock(t)
+		h := startHold(t, context.Background(), l, 9)
+		<-h.granted
+		a := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(context.Background())
+		b := startHold(t, ctx, l, 9, locks.Wait(time.Hour))
+		synctest.Wait()
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer dcancel()
+		c := startHold(t, dctx, l, 9, locks.Wait(time.Hour))
+		synctest.Wait()
+		d := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
+		synctest.Wait()
+
+		cancel()
+		require.ErrorIs(t, b.wait(), context.Canceled)
+		time.Sleep(time.Minute)
+		require.ErrorIs(t, c.wait(), context.DeadlineExceeded)
+		e := asError(t, c.err)
+		require.Equal(t, "9", e.Key)
+
+		require.NoError(t, h.finish())
+		<-a.granted
+		synctest.Wait()
+		require.False(t, isClosed(d.granted))
+		require.NoError(t, a.finish())
+		<-d.granted
+		require.Equal(t, a.lease.Fence+1, d.lease.Fence, "the waiters who left used no fence")
+		require.NoError(t, d.finish())
+	})
+}
+
+// TestTimedOutWaiterLeavesLine: a waiter whose wait passes fails InUse and
+// leaves the line; the holder keeps the key and the others keep their
+// places (SPEC §3).
+func TestTimedOutWaiterLeavesLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, l := newLock(t)
+		h := startHold(t, context.Background(), l, 9)
+		<-h.granted
+		short := startHold(t, context.Background(), l, 9, locks.Wait(time.Second))
+		synctest.Wait()
+		long := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
+		synctest.Wait()
+
+		err := short.wait()
+		require.EqualError(t, err, `lock invoices: key "9": held past the hold's wait: in use`)
+		require.False(t, short.ran)
+		ok, err := l.TryHold(context.Background(), 9, mustNotRun(t))
+		require.NoError(t, err)
+		require.False(t, ok)
+
+		require.NoError(t, h.finish())
+		<-long.granted
+		require.Equal(t, h.lease.Fence+1, long.lease.Fence)
+		require.NoError(t, long.finish())
+	})
+}
+
+// TestCancelRacesGrant: a waiter's context ending as the key is handed to
+// it never loses the key: it ends with the next in line, or free; Hold
+// returns nil exactly when fn ran (SPEC §3; x/sync go.dev/issue/63615).
+// Real goroutines, many rounds, to let the race happen both ways.
+func TestCancelRacesGrant(t *testing.T) {
+	_, l := newLock(t)
+	var granted, canceled int
+	for round := 0; round < 300; round++ {
+		withNext := round%2 == 0
+		h := startHold(t, context.Background(), l, 9)
+		<-h.granted
+		ctx, cancel := context.WithCancel(context.Background())
+		w := startHold(t, ctx, l, 9, locks.Wait(time.Minute))
+		w.letGo() // return at once when granted
+		var next *hold
+		if withNext {
+			next = startHold(t, context.Background(), l, 9, locks.Wait(time.Minute))
+		}
+		ready := make(chan struct{})
+		go func() {
+			<-ready
+			cancel()
+		}()
+		close(ready)
+		h.letGo()
+		require.NoError(t, h.wait())
+		err := w.wait()
+		if err == nil {
+			require.True(t, w.ran, "round %d: Hold returned nil without running fn", round)
+			granted++
+		} else {
+			require.False(t, w.ran, "round %d: fn ran, yet Hold failed: %v", round, err)
+			require.ErrorIs(t, err, context.Canceled, "round %d", round)
+			canceled++
+		}
+		if next != nil {
+			// The next in line gets the key either way.
+			require.NoError(t, next.finish(), "round %d", round)
+		}
+		ok, err := l.TryHold(context.Background(), 9, nop)
+		require.NoError(t, err)
+		require.True(t, ok, "round %d: the key was left held by nobody", round)
+		cancel()
+	}
+	t.Logf("granted %d, canceled %d", granted, canceled)
+}
+
+// TestCancelAfterGrantIsPassedOn: the grant lands and the context ends
+// before the waiter runs: the key is passed on to the next in line (or
+// freed), never kept by nobody. Deterministic version of the race above:
+// in a bubble, the waiter cannot run between the release and the cancel.
+func TestCancelAfterGrantIsPassedOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, l := newLock(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		var w, next *hold
+		require.NoError(t, l.Hold(context.Background(), 9, func(context.Context, *locks.Lease) error {
+			w = startHold(t, ctx, l, 9, locks.Wait(time.Hour))
+			synctest.Wait()
+			next = startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
+			synctest.Wait()
+			return nil
+		}))
+		cancel() // w is granted but has not run yet
+		err := w.finish()
+		require.Equal(t, err == nil, w.ran, "Hold returns nil exactly when fn ran: %v", err)
+		if err != nil {
+			require.ErrorIs(t, err, context.Canceled)
+		}
+		<-next.granted
+		require.NoError(t, next.finish())
+		ok, err := l.TryHold(context.Background(), 9, nop)
+		require.NoError(t, err)
+		require.True(t, ok)
+	})
+}
+
+// TestLimit: a key's line holds exactly MaxWaiters (10,000) waiters; the
+// next Hold fails Limit at once, naming lock and key, also after waiters
+// left the line and others took their places (SPEC §3, §7).
+func TestLimit(t *testing.T) {
+	require.Equal(t, 10000, locks.MaxWaiters)
+	synctest.Test(t, func(t *testing.T) {
+		st, l := newLock(t)
+		h := startHold(t, context.Background(), l, 9)
+		<-h.granted
+
+		errs := make(chan error, 2*locks.MaxWaiters)
+		enqueue := func(ctx context.Context) {
+			go func() {
+				errs <- l.Hold(ctx, 9, mustNotRun(t), locks.Wait(time.Hour))
+			}()
+		}
+		const churn = 100
+		ctx, cancel := context.WithCancel(context.Background())
+		for i := 0; i < churn; i++ {
+			enqueue(ctx)
+		}
+		for i := churn; i < locks.MaxWaiters; i++ {
+			enqueue(context.Background())
+		}
+		synctest.Wait()
+		require.Empty(t, errs, "every one of the 10,000 waiters stands in line")
+
+		full := func() {
+			start := time.Now()
+			err := l.Hold(context.Background(), 9, mustNotRun(t), locks.Wait(time.Hour))
+			requireKind(t, err, locks.ErrLimit, locks.Limit, name, "9")
+			require.Regexp(t, messageForm, err.Error())
+			require.Zero(t, time.Since(start), "fails at once")
+			ok, err := l.TryHold(context.Background(), 9, mustNotRun(t))
+			require.NoError(t, err)
+			require.False(t, ok)
+		}
+		full()
+
+		// Churn: some leave, as many others take their places.
+		cancel()
+		for i := 0; i < churn; i++ {
+			require.ErrorIs(t, <-errs, context.Canceled)
+		}
+		for i := 0; i < churn; i++ {
+			enqueue(context.Background())
+		}
+		synctest.Wait()
+		require.Empty(t, errs)
+		full()
+
+		// Another key is not limited by this one's line.
+		require.NoError(t, l.Hold(context.Background(), 10, nop))
+
+		st.Close()
+		require.ErrorIs(t, h.finish(), locks.ErrLost)
+		for i := 0; i < locks.MaxWaiters; i++ {
+			require.ErrorIs(t, <-errs, locks.ErrClosed)
+		}
+	})
+}
+
+// TestLimitFreesUpAsTheLineMoves: once the head of a full line is granted,
+// one place is free again.
+func TestLimitFreesUpAsTheLineMoves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, l := newLock(t)
+		h := startHold(t, context.Background(), l, 9)
+		<-h.granted
+		first := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
+		synctest.Wait()
+		errs := make(chan error, locks.MaxWaiters)
+		for i := 1; i < locks.MaxWaiters; i++ {
+			go func() { errs <- l.Hold(context.Background(), 9, mustNotRun(t), locks.Wait(time.Hour)) }()
+		}
+		synctest.Wait()
+		require.ErrorIs(t, l.Hold(context.Background(), 9, mustNotRun(t)), locks.ErrLimit)
+
+		require.NoError(t, h.finish())
+		<-first.granted // first left the line for the key
+		last := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
+		synctest.Wait()
+		require.False(t, isClosed(last.done), "a place was free, yet Hold returned")
+		require.ErrorIs(t, l.Hold(context.Background(), 9, mustNotRun(t)), locks.ErrLimit)
+
+		st.Close()
+		require.ErrorIs(t, first.finish(), locks.ErrLost)
+		require.ErrorIs(t, last.wait(), locks.ErrClosed)
+		for i := 1; i < locks.MaxWaiters; i++ {
+			err := <-errs
+			require.True(t, errors.Is(err, locks.ErrClosed), "%v", err)
+		}
+	})
+}

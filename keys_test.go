@@ -1,0 +1,292 @@
+package locks_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdline/locks"
+)
+
+// Named types whose underlying type is an integer, a string or a []byte.
+type (
+	orderNo  int16
+	seqNo    uint32
+	rawKey   []byte
+	tenantID string
+)
+
+// TestKeyIdentity: a key's identity is its text, whatever its type (SPEC §2).
+// While 9 is held, every spelling of 9 is held; the lease names the text.
+func TestKeyIdentity(t *testing.T) {
+	_, l := newLock(t)
+	spellings := []struct {
+		name string
+		key  any
+	}{
+		{"int", 9},
+		{"int8", int8(9)},
+		{"int16", int16(9)},
+		{"int32", int32(9)},
+		{"int64", int64(9)},
+		{"uint", uint(9)},
+		{"uint8", uint8(9)},
+		{"uint16", uint16(9)},
+		{"uint32", uint32(9)},
+		{"uint64", uint64(9)},
+		{"string", "9"},
+		{"[]byte", []byte("9")},
+		{"named string", InvoiceID("9")},
+		{"named int16", orderNo(9)},
+		{"named uint32", seqNo(9)},
+		{"named []byte", rawKey("9")},
+		{"named string 2", tenantID("9")},
+	}
+	for _, holder := range spellings {
+		t.Run("held as "+holder.name, func(t *testing.T) {
+			h := startHold(t, context.Background(), l, holder.key)
+			<-h.granted
+			require.Equal(t, name, h.lease.Lock)
+			require.Equal(t, "9", h.lease.Key)
+			for _, other := range spellings {
+				ok, err := l.TryHold(context.Background(), other.key, mustNotRun(t))
+				require.NoError(t, err, other.name)
+				require.False(t, ok, "TryHold(%s) while %s is held", other.name, holder.name)
+			}
+			require.NoError(t, h.finish())
+			ok, err := l.TryHold(context.Background(), holder.key, nop)
+			require.NoError(t, err)
+			require.True(t, ok, "the key is free again once its holder returned")
+		})
+	}
+}
+
+// TestIntegerKeysText: an integer key's text is its decimal form, negative
+// and extreme values included, so int8(-9) and "-9" are one key.
+func TestIntegerKeysText(t *testing.T) {
+	_, l := newLock(t)
+	cases := []struct {
+		key  any
+		text string
+	}{
+		{0, "0"},
+		{-9, "-9"},
+		{int8(-9), "-9"},
+		{orderNo(-9), "-9"},
+		{int8(-128), "-128"},
+		{int64(-1 << 63), "-9223372036854775808"},
+		{uint64(1<<64 - 1), "18446744073709551615"},
+		{uint8(255), "255"},
+		{"007", "007"}, // text is taken as it is: not the integer 7
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%T(%v)", c.key, c.key), func(t *testing.T) {
+			var got string
+			require.NoError(t, l.Hold(context.Background(), c.key, func(_ context.Context, ls *locks.Lease) error {
+				got = ls.Key
+				ok, err := l.TryHold(context.Background(), c.text, mustNotRun(t))
+				require.NoError(t, err)
+				require.False(t, ok, "the text %q is the same key", c.text)
+				return nil
+			}))
+			require.Equal(t, c.text, got)
+		})
+	}
+	// "007" and 7 are two keys.
+	require.NoError(t, l.Hold(context.Background(), "007", func(context.Context, *locks.Lease) error {
+		ok, err := l.TryHold(context.Background(), 7, nop)
+		require.NoError(t, err)
+		require.True(t, ok)
+		return nil
+	}))
+}
+
+// TestByteKeyIsCopied: a []byte key is taken by its text at the call;
+// changing the slice afterwards changes neither the lease nor the key held.
+func TestByteKeyIsCopied(t *testing.T) {
+	_, l := newLock(t)
+	b := []byte("abc")
+	require.NoError(t, l.Hold(context.Background(), b, func(_ context.Context, ls *locks.Lease) error {
+		copy(b, "xyz")
+		require.Equal(t, "abc", ls.Key)
+		ok, err := l.TryHold(context.Background(), "abc", mustNotRun(t))
+		require.NoError(t, err)
+		require.False(t, ok)
+		ok, err = l.TryHold(context.Background(), "xyz", nop)
+		require.NoError(t, err)
+		require.True(t, ok)
+		return nil
+	}))
+}
+
+// TestKeyLength: text keys are 1 to 1024 bytes (SPEC §2).
+func TestKeyLength(t *testing.T) {
+	_, l := newLock(t)
+	for _, n := range []int{1, 2, 1023, 1024} {
+		for _, key := range []any{strings.Repeat("k", n), []byte(strings.Repeat("k", n)), InvoiceID(strings.Repeat("k", n))} {
+			var got string
+			err := l.Hold(context.Background(), key, func(_ context.Context, ls *locks.Lease) error {
+				got = ls.Key
+				return nil
+			})
+			require.NoError(t, err, "%T of %d bytes", key, n)
+			require.Len(t, got, n)
+		}
+	}
+	// Multi-byte text counts its bytes: 512 two-byte runes are 1024 bytes.
+	require.NoError(t, l.Hold(context.Background(), strings.Repeat("é", 512), nop))
+	err := l.Hold(context.Background(), strings.Repeat("é", 512)+"x", nop)
+	requireKind(t, err, locks.ErrInvalid, locks.Invalid, name, "")
+}
+
+// TestInvalidKeys: nil, floats, structs and other kinds, empty and longer
+// text are invalid (SPEC §2). The call fails at once, names the lock, runs
+// nothing and uses no fence: the key, held or free, stays as it was.
+func TestInvalidKeys(t *testing.T) {
+	type point struct{ X, Y int }
+	long := strings.Repeat("k", locks.MaxKeyLen+1)
+	cases := []struct {
+		name string
+		key  any
+	}{
+		{"nil", nil},
+		{"float64", 9.0},
+		{"float32", float32(9)},
+		{"complex", complex(9, 0)},
+		{"bool", true},
+		{"struct", point{1, 2}},
+		{"empty struct", struct{}{}},
+		{"pointer", new(int)},
+		{"nil pointer", (*string)(nil)},
+		{"[]int", []int{9}},
+		{"[]string", []string{"9"}},
+		{"array", [1]byte{'9'}},
+		{"map", map[string]int{"9": 9}},
+		{"func", func() {}},
+		{"chan", make(chan int)},
+		{"error", fmt.Errorf("9")},
+		{"empty string", ""},
+		{"empty named string", InvoiceID("")},
+		{"empty []byte", []byte{}},
+		{"nil []byte", []byte(nil)},
+		{"1025-byte string", long},
+		{"1025-byte []byte", []byte(long)},
+		{"1025-byte named string", InvoiceID(long)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, l := newLock(t, locks.Shards(1))
+			before := fenceOf(t, l, "other")
+
+			err := l.Hold(context.Background(), c.key, mustNotRun(t))
+			require.Error(t, err)
+			require.ErrorIs(t, err, locks.ErrInvalid)
+			e := asError(t, err)
+			require.Equal(t, locks.Invalid, e.Kind)
+			require.Equal(t, name, e.Lock)
+			require.True(t, strings.HasPrefix(err.Error(), "lock invoices: "), "message %q", err)
+			require.True(t, strings.HasSuffix(err.Error(), ": invalid"), "message %q", err)
+
+			ok, err := l.TryHold(context.Background(), c.key, mustNotRun(t))
+			require.False(t, ok)
+			requireKind(t, err, locks.ErrInvalid, locks.Invalid, name, e.Key)
+
+			v, err := locks.HoldValue(context.Background(), l, c.key, func(context.Context, *locks.Lease) (int, error) {
+				t.Error("HoldValue ran fn for an invalid key")
+				return 1, nil
+			})
+			require.ErrorIs(t, err, locks.ErrInvalid)
+			require.Zero(t, v)
+
+			require.Equal(t, before+1, fenceOf(t, l, "other"), "an invalid key used a fence")
+		})
+	}
+}
+
+// TestNames: a name is 1 to 128 characters of A-Z a-z 0-9 _ - . : /
+// (SPEC §2); Name returns it.
+func TestNames(t *testing.T) {
+	st := newStore(t)
+	valid := []string{
+		"a", "Z", "0", "_", "-", ".", ":", "/",
+		"invoices", "billing/invoices:v2", "A-Z_a-z.0-9",
+		strings.Repeat("n", 128),
+		strings.Repeat("ab/", 42) + "cd",
+	}
+	for _, n := range valid {
+		l, err := locks.OpenLock(st, n)
+		require.NoError(t, err, "name %q", n)
+		require.Equal(t, n, l.Name())
+		require.NoError(t, l.Hold(context.Background(), 1, func(_ context.Context, ls *locks.Lease) error {
+			require.Equal(t, n, ls.Lock)
+			return nil
+		}))
+	}
+
+	invalid := []string{"", strings.Repeat("n", 129), strings.Repeat("n", 1000), "é", "invoicé", "in voices", "Ω"}
+	for c := 0; c < 256; c++ {
+		b := byte(c)
+		if 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || strings.IndexByte("_-.:/", b) >= 0 {
+			continue
+		}
+		invalid = append(invalid, string([]byte{b}), "in"+string([]byte{b})+"voices", "invoices"+string([]byte{b}))
+	}
+	for _, n := range invalid {
+		l, err := locks.OpenLock(st, n)
+		require.Nil(t, l, "name %q", n)
+		require.ErrorIs(t, err, locks.ErrInvalid, "name %q", n)
+		e := asError(t, err)
+		require.Equal(t, locks.Invalid, e.Kind)
+		require.Equal(t, n, e.Lock, "the error names the lock")
+		require.Empty(t, e.Key)
+	}
+}
+
+// TestTwoHandlesShareKeys: two handles of one name share their keys; two
+// names never do, even for the same key text (SPEC §1, §2).
+func TestTwoHandlesShareKeys(t *testing.T) {
+	st := newStore(t, locks.Shards(1))
+	a, b := openLock(t, st, name), openLock(t, st, name)
+	other := openLock(t, st, "receipts")
+	h := startHold(t, context.Background(), a, 42)
+	<-h.granted
+
+	ok, err := b.TryHold(context.Background(), 42, mustNotRun(t))
+	require.NoError(t, err)
+	require.False(t, ok, "a second handle of the same name shares the key")
+
+	ok, err = other.TryHold(context.Background(), 42, func(_ context.Context, ls *locks.Lease) error {
+		require.Equal(t, "receipts", ls.Lock)
+		return nil
+	})
+	require.NoError(t, err)
+	require.True(t, ok, "the same key text under another name is another key")
+	require.NoError(t, other.Hold(context.Background(), "42", nop, locks.Wait(0)))
+
+	require.NoError(t, h.finish())
+	ok, err = b.TryHold(context.Background(), 42, nop)
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
+// TestKeysAreIndependent: holding invoice 42 never makes invoice 43 wait,
+// even when both fall on one shard (SPEC §2), and a line on 42 does not
+// touch 43 either.
+func TestKeysAreIndependent(t *testing.T) {
+	_, l := newLock(t, locks.Shards(1))
+	h := startHold(t, context.Background(), l, 42)
+	<-h.granted
+	w := startHold(t, context.Background(), l, 42, locks.Wait(time.Hour))
+	for i := 43; i < 143; i++ {
+		require.NoError(t, l.Hold(context.Background(), i, nop, locks.Wait(0)), "key %d", i)
+		ok, err := l.TryHold(context.Background(), i, nop)
+		require.NoError(t, err)
+		require.True(t, ok, "key %d", i)
+	}
+	require.NoError(t, h.finish())
+	require.NoError(t, w.finish())
+}

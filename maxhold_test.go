@@ -1,0 +1,240 @@
+package locks_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdline/locks"
+)
+
+const revokedMsg = `lock invoices: key "m": the lease was lost: it was revoked at its maxHold`
+
+// TestMaxHoldRevokes: at Granted+maxHold the lease is revoked: the key goes
+// to the next in line at once (before the revoked fn returns), fn's context
+// is cancelled with the Lost *Error as its cause, and Hold fails Lost once
+// fn returns, with the exact message, wrapping fn's error (SPEC §5).
+func TestMaxHoldRevokes(t *testing.T) {
+	fnErr := errors.New("payment provider did not answer")
+	for _, ret := range []error{nil, fnErr, context.Canceled} {
+		tn := "fn returns nil"
+		if ret != nil {
+			tn = "fn returns " + ret.Error()
+		}
+		t.Run(tn, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, l := newLock(t)
+				const maxHold = 2 * time.Minute
+				var next *hold
+				var fnCtx context.Context
+				var lease *locks.Lease
+				err := l.Hold(context.Background(), "m", func(ctx context.Context, ls *locks.Lease) error {
+					fnCtx, lease = ctx, ls
+					next = startHold(t, context.Background(), l, "m", locks.Wait(time.Hour))
+					synctest.Wait()
+					require.False(t, isClosed(next.granted))
+					require.Equal(t, maxHold, ls.Deadline.Sub(ls.Granted))
+
+					time.Sleep(maxHold - time.Nanosecond)
+					synctest.Wait()
+					require.NoError(t, ctx.Err(), "revoked early")
+					require.False(t, isClosed(next.granted))
+
+					<-ctx.Done()
+					require.Zero(t, time.Since(ls.Deadline), "revoked at its maxHold exactly")
+					cause := context.Cause(ctx)
+					requireKind(t, cause, locks.ErrLost, locks.Lost, name, "m")
+					require.EqualError(t, cause, revokedMsg)
+					require.ErrorIs(t, ctx.Err(), context.Canceled)
+
+					// The next in line holds the key while this fn still runs.
+					<-next.granted
+					require.Equal(t, ls.Fence+1, next.lease.Fence)
+					require.Zero(t, time.Since(next.lease.Granted), "granted at the revocation")
+					ok, err := l.TryHold(context.Background(), "m", mustNotRun(t))
+					require.NoError(t, err)
+					require.False(t, ok)
+					time.Sleep(time.Second) // a revoked fn that takes its time
+					return ret
+				}, locks.MaxHold(maxHold))
+
+				requireKind(t, err, locks.ErrLost, locks.Lost, name, "m")
+				require.EqualError(t, err, revokedMsg)
+				if ret != nil {
+					require.ErrorIs(t, err, ret, "wraps fn's error")
+				}
+				require.EqualError(t, context.Cause(fnCtx), revokedMsg, "the cause stays after Hold returned")
+				require.False(t, lease.Deadline.IsZero())
+
+				// The revoked fn returning did not disturb the new holder.
+				ok, err2 := l.TryHold(context.Background(), "m", mustNotRun(t))
+				require.NoError(t, err2)
+				require.False(t, ok)
+				require.NoError(t, next.ctx.Err())
+				require.NoError(t, next.finish())
+			})
+		})
+	}
+}
+
+// TestMaxHoldWithoutWaiters: revoked with nobody in line, the key is free
+// at once, before the revoked fn returns.
+func TestMaxHoldWithoutWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, l := newLock(t)
+		err := l.Hold(context.Background(), "m", func(ctx context.Context, ls *locks.Lease) error {
+			<-ctx.Done()
+			var fence uint64
+			ok, err := l.TryHold(context.Background(), "m", func(_ context.Context, ls2 *locks.Lease) error {
+				fence = ls2.Fence
+				return nil
+			})
+			require.NoError(t, err)
+			require.True(t, ok, "the key is free once revoked")
+			require.Greater(t, fence, ls.Fence)
+			return nil
+		}, locks.MaxHold(time.Second))
+		require.EqualError(t, err, revokedMsg)
+	})
+}
+
+// TestMaxHoldCountsFromTheGrant: maxHold counts from the grant, not the
+// call: a waiter granted after 4 s with MaxHold(3s) is revoked at 7 s
+// (SPEC §3: "the grant for ttl and maxHold").
+func TestMaxHoldCountsFromTheGrant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, l := newLock(t)
+		start := time.Now()
+		h := startHold(t, context.Background(), l, "m")
+		<-h.granted
+		w := startHold(t, context.Background(), l, "m", locks.MaxHold(3*time.Second), locks.Wait(time.Hour))
+		time.Sleep(4 * time.Second)
+		require.NoError(t, h.finish())
+		<-w.granted
+		require.Equal(t, 4*time.Second, w.lease.Granted.Sub(start))
+		require.Equal(t, 3*time.Second, w.lease.Deadline.Sub(w.lease.Granted))
+		<-w.ctx.Done()
+		require.Equal(t, 7*time.Second, time.Since(start))
+		require.EqualError(t, w.finish(), revokedMsg)
+	})
+}
+
+// TestMaxHoldSettings: MaxHold at OpenLock is the lock's default; a Hold's
+// MaxHold overrides it; MaxHold(0) turns it off (Deadline zero, never
+// revoked). Revocation comes at the effective maxHold exactly.
+func TestMaxHoldSettings(t *testing.T) {
+	cases := []struct {
+		name string
+		lock []locks.Option
+		hold []locks.Option
+		want time.Duration // 0: off
+	}{
+		{"off by default", nil, nil, 0},
+		{"lock default", []locks.Option{locks.MaxHold(time.Minute)}, nil, time.Minute},
+		{"hold only", nil, []locks.Option{locks.MaxHold(90 * time.Second)}, 90 * time.Second},
+		{"hold overrides lock", []locks.Option{locks.MaxHold(time.Minute)}, []locks.Option{locks.MaxHold(5 * time.Second)}, 5 * time.Second},
+		{"hold lengthens lock", []locks.Option{locks.MaxHold(time.Minute)}, []locks.Option{locks.MaxHold(time.Hour)}, time.Hour},
+		{"MaxHold(0) at hold turns it off", []locks.Option{locks.MaxHold(time.Minute)}, []locks.Option{locks.MaxHold(0)}, 0},
+		{"MaxHold(0) at lock is off", []locks.Option{locks.MaxHold(0)}, nil, 0},
+		{"last option wins", nil, []locks.Option{locks.MaxHold(time.Second), locks.MaxHold(2 * time.Second)}, 2 * time.Second},
+		{"1ns", nil, []locks.Option{locks.MaxHold(time.Nanosecond)}, time.Nanosecond},
+		{"1.5ms", nil, []locks.Option{locks.MaxHold(1500 * time.Microsecond)}, 1500 * time.Microsecond},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := newStore(t)
+				l := openLock(t, st, name, c.lock...)
+				err := l.Hold(context.Background(), "m", func(ctx context.Context, ls *locks.Lease) error {
+					if c.want == 0 {
+						require.True(t, ls.Deadline.IsZero())
+						time.Sleep(1000 * time.Hour)
+						synctest.Wait()
+						require.NoError(t, ctx.Err(), "revoked with maxHold off")
+						return nil
+					}
+					require.Equal(t, c.want, ls.Deadline.Sub(ls.Granted))
+					<-ctx.Done()
+					elapsed := time.Since(ls.Granted)
+					require.GreaterOrEqual(t, elapsed, c.want, "revoked early")
+					require.LessOrEqual(t, elapsed, c.want+tick, "revoked late")
+					return nil
+				}, c.hold...)
+				if c.want == 0 {
+					require.NoError(t, err)
+				} else {
+					require.EqualError(t, err, revokedMsg)
+				}
+			})
+		})
+	}
+}
+
+// TestMaxHoldRevokesEachHolderInTurn: a line of holders that all overstay
+// is revoked one after the other, each at its own grant + maxHold.
+func TestMaxHoldRevokesEachHolderInTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newStore(t)
+		l := openLock(t, st, name, locks.MaxHold(time.Second), locks.Wait(time.Hour))
+		start := time.Now()
+		errs := make(chan error, 5)
+		grants := make(chan time.Duration, 5)
+		for i := 0; i < 5; i++ {
+			go func() {
+				errs <- l.Hold(context.Background(), "m", func(ctx context.Context, ls *locks.Lease) error {
+					grants <- ls.Granted.Sub(start)
+					<-ctx.Done()
+					time.Sleep(10 * time.Second) // overstay well past the next grant
+					return ctx.Err()
+				})
+			}()
+			synctest.Wait()
+		}
+		for i := 0; i < 5; i++ {
+			require.Equal(t, time.Duration(i)*time.Second, <-grants)
+		}
+		for i := 0; i < 5; i++ {
+			err := <-errs
+			require.EqualError(t, err, revokedMsg)
+			require.ErrorIs(t, err, context.Canceled)
+		}
+	})
+}
+
+// TestTTLDoesNotRevokeInProcessHolders: in-process holders renew their
+// lease implicitly: a hold far longer than the lock's ttl is not lost
+// (SPEC §5).
+func TestTTLDoesNotRevokeInProcessHolders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newStore(t)
+		l := openLock(t, st, name, locks.TTL(time.Second))
+		require.NoError(t, l.Hold(context.Background(), "m", func(ctx context.Context, ls *locks.Lease) error {
+			require.True(t, ls.Deadline.IsZero())
+			time.Sleep(24 * time.Hour)
+			synctest.Wait()
+			require.NoError(t, ctx.Err())
+			return nil
+		}))
+	})
+}
+
+// TestMaxHoldRealClock: the one real-time check of a maxHold: it does not
+// fire early and does fire (with a wide margin for a loaded machine).
+func TestMaxHoldRealClock(t *testing.T) {
+	_, l := newLock(t)
+	const maxHold = 30 * time.Millisecond
+	err := l.Hold(context.Background(), "m", func(ctx context.Context, ls *locks.Lease) error {
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("not revoked within 10 s")
+		}
+		require.GreaterOrEqual(t, time.Since(ls.Granted), maxHold, "revoked early")
+		return nil
+	}, locks.MaxHold(maxHold))
+	require.EqualError(t, err, revokedMsg)
+}
