@@ -60,6 +60,7 @@ type Store struct {
 	locks  *xsync.Map[string, *lockState]
 	origin time.Time // the zero of the monotonic instants the timer wheel uses
 	closed atomic.Bool
+	close  sync.Once
 
 	slots sync.Pool // of *slot
 
@@ -92,16 +93,17 @@ func NewStore(opts ...StoreOption) *Store {
 // closed", and its Hold fails Lost once the function returns); every later
 // OpenLock, Hold and TryHold fails Closed. Close does not wait for running
 // functions (Shutdown does); it waits for the store's timer goroutine to
-// end. It may be called from inside a held function. Closing a closed store
-// does nothing. It always returns nil.
+// end. It may be called from inside a held function. Every call returns
+// once the store is closed: one that meets a Close in progress waits for
+// it, and closing a closed store does nothing more. It always returns nil.
 func (s *Store) Close() error {
-	if !s.closed.CompareAndSwap(false, true) {
-		return nil
-	}
-	for i := 0; i < s.table.Len(); i++ {
-		s.closeShard(s.table.At(i))
-	}
-	s.timers.stop()
+	s.close.Do(func() {
+		s.closed.Store(true)
+		for i := 0; i < s.table.Len(); i++ {
+			s.closeShard(s.table.At(i))
+		}
+		s.timers.stop()
+	})
 	return nil
 }
 

@@ -71,6 +71,7 @@ func (s *Store) closeShard(sh *shard.Shard[*holder]) {
 		sh.DeleteLocked(e)
 		return true
 	})
+	sh.Fences.Retire()
 	sh.Unlock()
 	for _, w := range wake {
 		w <- shut

@@ -100,11 +100,8 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 	h := shard.Hash(l.state.hash, text)
 	sh := s.table.Shard(h)
 	var g *holder
-	var now time.Time
-	var at time.Duration
-	if !try { // TryHold allocates and reads the clock only for a free key
+	if !try { // TryHold allocates only for a free key
 		g = newHolder(ctx, sh, name, text)
-		now, at = s.now()
 	}
 
 	sh.Lock()
@@ -116,8 +113,10 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 	if e == nil {
 		if g == nil {
 			g = newHolder(ctx, sh, name, text)
-			now, at = s.now()
 		}
+		// The clock is read under the lock, so a maxHold counts from the
+		// grant itself, never from before it.
+		now, at := s.now()
 		e = sh.InsertLocked(h, name, text)
 		s.grantLocked(e, g, st.maxHold, now, at)
 		sh.Unlock()
@@ -134,6 +133,7 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 			return false, newError(Limit, name, text, "the line of waiters is full")
 		}
 		g.state, g.entry = waiting, e
+		_, at := s.now()
 		sl := s.takeSlot(g)
 		sl.maxHold = st.maxHold
 		e.Line.PushBack(&sl.wait)

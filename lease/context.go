@@ -19,6 +19,10 @@ import (
 // Deadline, and the marks of this package (see Check) are answered without
 // building anything.
 //
+// The first of End and Lose settles how the Context ended, once: from then
+// on Err, and a real context built afterwards, answer that outcome, so a
+// context kept past its hold never changes its answer.
+//
 // Embed a Context in the holder's record and hand its address to the
 // function; its Lease field is the lease the function gets. Bind it before
 // the function runs. All methods are safe for concurrent use; a Context
@@ -30,10 +34,9 @@ type Context struct {
 
 	parent context.Context
 
-	mu    sync.Mutex
-	real  *built // the real context, nil until needed; guarded by mu
-	lost  bool   // Lose was called; guarded by mu
-	ended bool   // End was called; guarded by mu
+	mu   sync.Mutex
+	real *built   // the real context, nil until needed; guarded by mu
+	out  *outcome // how c ended, nil while it runs; guarded by mu
 }
 
 // built is the real context behind a Context, made on first need. Keeping
@@ -43,6 +46,23 @@ type built struct {
 	cancel context.CancelCauseFunc
 }
 
+// outcome is how a Context ended: what Err answers and why.
+type outcome struct {
+	err   error // context.Canceled or context.DeadlineExceeded
+	cause error // what context.Cause answers; nil: the parent's cause
+	loss  error // the cause given to Lose; nil if the lease was not lost
+	ended bool  // End was called
+}
+
+// The outcomes of an End before any Lose, shared so that ending a hold
+// allocates nothing. A Lose allocates its own outcome, which End then
+// marks ended.
+var (
+	endedOutcome    = &outcome{err: context.Canceled, cause: context.Canceled, ended: true}
+	parentCanceled  = &outcome{err: context.Canceled, ended: true}
+	parentDeadlined = &outcome{err: context.DeadlineExceeded, ended: true}
+)
+
 // Bind makes parent the context c derives from. Call it once, before c is
 // shared.
 func (c *Context) Bind(parent context.Context) { c.parent = parent }
@@ -51,38 +71,60 @@ func (c *Context) Bind(parent context.Context) { c.parent = parent }
 func (c *Context) Parent() context.Context { return c.parent }
 
 // Lose records that the lease was lost for the given cause (not nil) and
-// cancels c with it, reporting whether this call was the first to lose it.
-// A lease ended by End can no longer be lost.
+// cancels c with it, reporting whether this call settled c. A Context that
+// already ended (End, or an earlier Lose) stays as it was. Lose runs none
+// of the parent's code, so a store may call it from its timer goroutine.
 func (c *Context) Lose(cause error) bool {
 	c.mu.Lock()
-	if c.lost || c.ended {
+	if c.out != nil {
 		c.mu.Unlock()
 		return false
 	}
-	c.lost = true
-	b := c.buildLocked() // so that Err and Done agree from here on
+	o := &outcome{err: context.Canceled, cause: cause, loss: cause}
+	if err := c.endedErrLocked(); err != nil {
+		o.err, o.cause = err, nil // the parent ended first: its outcome stands
+	}
+	c.out = o
+	b := c.real
 	c.mu.Unlock()
-	b.cancel(cause)
+	if b != nil {
+		b.cancel(cause)
+	}
 	return true
 }
 
-// Lost returns the cause given to Lose, or nil if the lease was not lost.
+// Lost returns the cause given to the Lose that settled c, or nil if c was
+// not settled by a Lose.
 func (c *Context) Lost() error {
 	c.mu.Lock()
-	lost, b := c.lost, c.real
-	c.mu.Unlock()
-	if !lost {
+	defer c.mu.Unlock()
+	if c.out == nil {
 		return nil
 	}
-	return context.Cause(b.ctx)
+	return c.out.loss
 }
 
 // End marks the hold as over: c is cancelled (with context.Canceled as the
-// cause, unless the lease was lost before) and the resources of a built
-// context are released. A context kept past its hold is done, never reused.
+// cause, unless the lease was lost or the parent ended before) and the
+// resources of a built context are released. A context kept past its hold
+// is done, never reused. End allocates nothing.
 func (c *Context) End() {
 	c.mu.Lock()
-	c.ended = true
+	switch {
+	case c.out != nil:
+		if !c.out.ended {
+			c.out.ended = true // a Lose's own outcome (the shared ones are ended)
+		}
+	default:
+		switch c.endedErrLocked() {
+		case nil:
+			c.out = endedOutcome
+		case context.DeadlineExceeded:
+			c.out = parentDeadlined
+		default:
+			c.out = parentCanceled
+		}
+	}
 	b := c.real
 	c.mu.Unlock()
 	if b != nil {
@@ -90,31 +132,72 @@ func (c *Context) End() {
 	}
 }
 
+// endedErrLocked returns the error of the parent (or of the built
+// context, which follows it) if it has ended, or nil.
+func (c *Context) endedErrLocked() error {
+	if c.real != nil {
+		return c.real.ctx.Err()
+	}
+	return c.parent.Err()
+}
+
 // isEnded reports whether End was called.
 func (c *Context) isEnded() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ended
+	return c.out != nil && c.out.ended
 }
 
-// buildLocked returns the real context, building it on first use (one
-// context.WithCancelCause).
-func (c *Context) buildLocked() *built {
-	if c.real == nil {
-		b := new(built)
-		b.ctx, b.cancel = context.WithCancelCause(c.parent)
-		if c.ended {
-			b.cancel(context.Canceled)
-		}
-		c.real = b
-	}
-	return c.real
-}
-
+// built returns the real context, building it on first use. It builds
+// without holding c's mutex, since building runs the parent's code (its
+// Done, for a context of another package). A builder that finds another's
+// context installed first, or c settled while it built, throws its own
+// away and looks again; c settles once, so that happens at most twice.
 func (c *Context) built() context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buildLocked().ctx
+	for {
+		c.mu.Lock()
+		b, out := c.real, c.out
+		c.mu.Unlock()
+		if b != nil {
+			return b.ctx
+		}
+		b = c.build(out)
+		c.mu.Lock()
+		if c.real == nil && c.out == out {
+			c.real = b
+			c.mu.Unlock()
+			return b.ctx
+		}
+		c.mu.Unlock()
+		b.cancel(context.Canceled)
+	}
+}
+
+// build makes a real context for the outcome out (nil: still running). A
+// running Context derives from its parent; an ended one answers its
+// settled outcome from a context that keeps the parent's values only.
+func (c *Context) build(out *outcome) *built {
+	b := new(built)
+	switch {
+	case out == nil:
+		b.ctx, b.cancel = context.WithCancelCause(c.parent)
+	case out.err == context.DeadlineExceeded:
+		var stop context.CancelFunc
+		b.ctx, stop = context.WithDeadlineCause(context.WithoutCancel(c.parent), time.Time{}, out.causeOr(c.parent))
+		b.cancel = func(error) { stop() }
+	default:
+		b.ctx, b.cancel = context.WithCancelCause(context.WithoutCancel(c.parent))
+		b.cancel(out.causeOr(c.parent))
+	}
+	return b
+}
+
+// causeOr returns o's cause, or the parent's when o came from it.
+func (o *outcome) causeOr(parent context.Context) error {
+	if o.cause != nil {
+		return o.cause
+	}
+	return context.Cause(parent)
 }
 
 // Deadline returns the parent's deadline: losing a lease is a cancellation,
@@ -125,18 +208,19 @@ func (c *Context) Deadline() (deadline time.Time, ok bool) { return c.parent.Dea
 // real context (one allocation).
 func (c *Context) Done() <-chan struct{} { return c.built().Done() }
 
-// Err returns nil while c has not ended; context.Canceled once the lease
-// was lost or the hold ended; otherwise the parent's error. It builds
-// nothing.
+// Err returns nil while c runs, and then the error of how it ended:
+// context.Canceled once the lease was lost or the hold ended, or the
+// parent's error when the parent ended first. Once non-nil it never
+// changes. It builds nothing.
 func (c *Context) Err() error {
 	c.mu.Lock()
-	b, ended := c.real, c.lost || c.ended
+	b, out := c.real, c.out
 	c.mu.Unlock()
 	switch {
 	case b != nil:
 		return b.ctx.Err()
-	case ended:
-		return context.Canceled
+	case out != nil:
+		return out.err
 	default:
 		return c.parent.Err()
 	}

@@ -17,6 +17,7 @@
 package lease
 
 import (
+	"sync/atomic"
 	"time"
 )
 
@@ -59,14 +60,29 @@ type Fences struct {
 	last uint64
 }
 
-// Seed returns the wall clock in nanoseconds since 1970 (zero before it),
-// the starting point of a store's fences.
+// retired is the highest fence given by a retired Fences of this process
+// (see Retire): the floor of every later Seed, for a wall clock too coarse
+// to move between one store's close and the next one's start.
+var retired atomic.Uint64
+
+// Seed returns the starting point of a store's fences: the wall clock in
+// nanoseconds since 1970 (zero before it), or, if higher, the last fence
+// any retired Fences of this process gave. Safe for concurrent use.
 func Seed() uint64 {
-	ns := time.Now().UnixNano()
-	if ns < 0 {
-		return 0
+	ns := max(time.Now().UnixNano(), 0)
+	return max(uint64(ns), retired.Load())
+}
+
+// Retire records that f gives no more fences (its store closed), so that
+// every later Seed in this process starts above f's last. Safe for
+// concurrent use.
+func (f *Fences) Retire() {
+	for {
+		old := retired.Load()
+		if f.last <= old || retired.CompareAndSwap(old, f.last) {
+			return
+		}
 	}
-	return uint64(ns)
 }
 
 // NewFences returns a Fences whose first fence is seed+1.
