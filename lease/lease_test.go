@@ -154,3 +154,46 @@ func TestSeedFollowsTheWallClock(t *testing.T) {
 	assert.GreaterOrEqual(t, s, before)
 	assert.LessOrEqual(t, s, after)
 }
+
+func TestErrIsSettledOnce(t *testing.T) {
+	// The parent's deadline passes after the hold ended: a kept context
+	// keeps answering how the hold ended, built or not.
+	parent, cancel := context.WithCancel(context.Background())
+	c := bound(parent, "l", "k")
+	c.End()
+	cancel()
+	assert.ErrorIs(t, c.Err(), context.Canceled)
+	<-c.Done()
+	assert.Equal(t, context.Canceled, c.Err())
+	assert.Equal(t, context.Canceled, context.Cause(c))
+
+	// The parent ended first: its error stands, before and after building.
+	parent, cancel = context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	c = bound(parent, "l", "k")
+	before := c.Err()
+	c.End()
+	assert.Equal(t, context.DeadlineExceeded, before)
+	assert.Equal(t, before, c.Err())
+	<-c.Done()
+	assert.Equal(t, before, c.Err())
+}
+
+func TestLoseThenEnd(t *testing.T) {
+	c := bound(context.Background(), "l", "k")
+	cause := errors.New("revoked")
+	c.Lose(cause)
+	assert.Equal(t, lease.Nested, lease.Check(c, "l", "k"), "a lost hold still runs its function")
+	c.End()
+	assert.Equal(t, lease.None, lease.Check(c, "l", "k"), "an ended hold encloses nothing")
+	assert.Same(t, cause, c.Lost())
+	assert.Same(t, cause, context.Cause(c))
+}
+
+func TestRetireRaisesTheSeed(t *testing.T) {
+	f := lease.NewFences(lease.Seed() + 1<<40) // far ahead of the wall clock
+	f.Next()
+	f.Retire()
+	assert.Greater(t, lease.Seed(), uint64(0))
+	assert.GreaterOrEqual(t, lease.Seed(), f.Last(), "a later store starts above a retired store's last fence")
+}
