@@ -149,10 +149,7 @@ func TestFences(t *testing.T) {
 
 func TestSeedFollowsTheWallClock(t *testing.T) {
 	before := uint64(time.Now().UnixNano())
-	s := lease.Seed()
-	after := uint64(time.Now().UnixNano())
-	assert.GreaterOrEqual(t, s, before)
-	assert.LessOrEqual(t, s, after)
+	assert.GreaterOrEqual(t, lease.Seed(), before, "never below the wall clock (it may be above: see Retire)")
 }
 
 func TestErrIsSettledOnce(t *testing.T) {
@@ -191,7 +188,7 @@ func TestLoseThenEnd(t *testing.T) {
 }
 
 func TestRetireRaisesTheSeed(t *testing.T) {
-	f := lease.NewFences(lease.Seed() + 1<<40) // far ahead of the wall clock
+	f := lease.NewFences(lease.Seed() + 1_000_000) // a millisecond ahead of the wall clock
 	f.Next()
 	f.Retire()
 	assert.Greater(t, lease.Seed(), uint64(0))
