@@ -1,0 +1,67 @@
+package main
+
+import (
+	"flag"
+	"sync"
+	"testing"
+)
+
+// The scenarios as go test benchmarks, for benchstat:
+//
+//	go test -run '^$' -bench . -cpu 1,2 -count 6 ./bench > old.txt
+//	(change the library)
+//	go test -run '^$' -bench . -cpu 1,2 -count 6 ./bench > new.txt
+//	benchstat old.txt new.txt
+//
+// Names are BenchmarkUncontended/peer=locks and so on. The experiments
+// (fairness, deadlines, memory) report their figures as extra metrics;
+// their ns/op is the time of one whole experiment. Deadlines and memory
+// run at -size (default 10,000, so that the default run stays short; the
+// issue's figure is -size 1000000).
+
+var benchSize = flag.Int("size", 10_000, "deadlines pending and keys held at once in BenchmarkDeadlines and BenchmarkMemory")
+
+var testEnv = sync.OnceValue(func() *Env { return NewEnv(1_000_000, *benchSize, 10_000) })
+
+func BenchmarkUncontended(b *testing.B)    { benchScenario(b, "uncontended") }
+func BenchmarkZipf(b *testing.B)           { benchScenario(b, "zipf") }
+func BenchmarkHotKey(b *testing.B)         { benchScenario(b, "hotkey") }
+func BenchmarkHotKeyDeadline(b *testing.B) { benchScenario(b, "hotkey-deadline") }
+func BenchmarkMaxHold(b *testing.B)        { benchScenario(b, "maxhold") }
+func BenchmarkFairness(b *testing.B)       { benchScenario(b, "fairness") }
+func BenchmarkDeadlines(b *testing.B)      { benchScenario(b, "deadlines") }
+func BenchmarkMemory(b *testing.B)         { benchScenario(b, "memory") }
+
+// benchScenario runs the named scenario for every one of its peers as a
+// sub-benchmark peer=NAME.
+func benchScenario(b *testing.B, name string) {
+	sc, ok := scenarioNamed(name)
+	if !ok {
+		b.Fatalf("no scenario %q", name)
+	}
+	env := testEnv()
+	for _, p := range sc.Peers {
+		b.Run("peer="+p.Name, func(b *testing.B) {
+			if sc.Bench != nil {
+				sc.Bench(b, env, p)
+				return
+			}
+			var s Sample
+			for range b.N {
+				s = sc.Once(env, p)
+			}
+			for _, c := range sc.Columns {
+				b.ReportMetric(s[c.Key], c.Key)
+			}
+		})
+	}
+}
+
+func scenarioNamed(name string) (Scenario, bool) {
+	for _, sc := range Scenarios() {
+		if sc.Name == name {
+			return sc, true
+		}
+	}
+	return Scenario{}, false
+}

@@ -1,0 +1,235 @@
+// Command bench measures package locks against what a Go programmer would
+// otherwise use for keyed locks, side by side in one run, and prints a
+// table per scenario with the ratio of locks to the best correct peer and
+// the targets of issue 3 beside it.
+//
+// Run it from the module's root:
+//
+//	go run ./bench -quick          # everything, smaller counts, under a minute
+//	go run ./bench                 # the full run, a few minutes on 2 cores
+//	go run ./bench -run 'scenario=hotkey/peer=(locks|chanmap)' -cpu 2
+//	go run ./bench -json bench/results.json
+//	go run ./bench -run 'peer=locks' -cpuprofile cpu.pprof   # writes pprof/cpu.pprof
+//
+// The peers (peers*.go) sit behind one adapter, Locker: the library; a
+// hand-written map of refcounted sync.Mutex; the same with one-slot
+// channels (a FIFO lock); github.com/moby/locker; k8s.io/utils/keymutex
+// (NewHashed, marked: unrelated keys wait on each other); a map of
+// x/sync semaphore.Weighted(1), with and without a context.WithTimeout
+// per hold; and two floors, one sync.Mutex and one CAS word for all keys.
+//
+// The scenarios (scenarios.go, fairness.go, deadlines.go, lateness.go,
+// memory.go) are those of issue 3: uncontended, zipf, hotkey,
+// hotkey-deadline, maxhold, fairness, deadlines, memory. Each is named scenario=NAME/peer=PEER and
+// runs at every GOMAXPROCS of -cpu. The throughput scenarios run under
+// testing.Benchmark and report the median over -count repetitions; the
+// experiments at scale (deadlines, memory) run once per GOMAXPROCS (memory
+// only at the last), as their figures are totals over a million deadlines
+// or keys; the deadlines scenario takes its arm+cancel figure as a median
+// of -count timings inside that one run, and runs in a child process per
+// peer and GOMAXPROCS, so that no experiment inherits another's million
+// goroutines.
+//
+// The same scenarios are go test benchmarks (bench_test.go), for
+// benchstat:
+//
+//	go test -run '^$' -bench . -count 6 ./bench > new.txt
+//
+// Profiles (-cpuprofile, -memprofile, -mutexprofile) go into pprof/ when
+// given a bare file name (a deadlines experiment, run in a child process,
+// writes its own, named after it); pprof/README.md says how to read them. The
+// machine is usually shared and noisy: compare figures as ratios within
+// one run, never across runs.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// config is what the flags ask for.
+type config struct {
+	cpus      []int
+	count     int
+	benchtime time.Duration
+	keys      int
+	scale     int
+	grants    int
+	quick     bool
+	run       *regexp.Regexp
+	json      string
+	cpuprof   string
+	memprof   string
+	mutexprof string
+	memrate   int
+	child     string // run this one experiment and print its figures (see child.go)
+}
+
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	cpu := fs.String("cpu", "1,2", "comma-separated list of GOMAXPROCS values to run every scenario at")
+	count := fs.Int("count", 3, "repetitions of each throughput scenario (median reported); -quick: 1")
+	benchtime := fs.Duration("benchtime", 200*time.Millisecond, "time per throughput measurement; -quick: 40ms")
+	scale := fs.Int("size", 1_000_000, "deadlines pending and keys held at once in the experiments at scale; -quick: 100,000")
+	grants := fs.Int("grants", 10_000, "grants of the fairness scenario")
+	quick := fs.Bool("quick", false, "run everything in under a minute: -count 1, -benchtime 40ms, -size 100000 unless given")
+	run := fs.String("run", "", "run only the scenario=NAME/peer=PEER names matching this regexp")
+	js := fs.String("json", "", "write every figure and verdict to this JSON file")
+	cpuprof := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (a bare name goes into pprof/)")
+	memprof := fs.String("memprofile", "", "write an allocation profile at the end to this file (a bare name goes into pprof/)")
+	mutexprof := fs.String("mutexprofile", "", "write a mutex contention profile at the end to this file (a bare name goes into pprof/)")
+	memrate := fs.Int("memprofilerate", 0, "runtime.MemProfileRate while profiling memory (0: the runtime's default, 512 KiB; 1: every allocation)")
+	child := fs.String("child", "", "internal: run the one experiment scenario=NAME/peer=PEER at the one -cpu and print its figures as JSON")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c := config{count: *count, benchtime: *benchtime, keys: 1_000_000, scale: *scale, grants: *grants, quick: *quick,
+		json: *js, cpuprof: profPath(*cpuprof), memprof: profPath(*memprof), mutexprof: profPath(*mutexprof), memrate: *memrate, child: *child}
+	if c.quick {
+		if !set["count"] {
+			c.count = 1
+		}
+		if !set["benchtime"] {
+			c.benchtime = 40 * time.Millisecond
+		}
+		if !set["size"] {
+			c.scale = 100_000
+		}
+	}
+	for _, f := range strings.Split(*cpu, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return config{}, fmt.Errorf("-cpu %q: want a list of positive numbers", *cpu)
+		}
+		c.cpus = append(c.cpus, n)
+	}
+	var err error
+	if c.run, err = regexp.Compile(*run); err != nil {
+		return config{}, fmt.Errorf("-run: %v", err)
+	}
+	switch {
+	case c.count < 1 || c.benchtime <= 0 || c.grants < 1:
+		return config{}, fmt.Errorf("-count, -benchtime and -grants must be positive")
+	case c.scale < 1 || c.scale > c.keys:
+		return config{}, fmt.Errorf("-size must be 1 to %d", c.keys)
+	}
+	return c, nil
+}
+
+func main() {
+	c, err := parseFlags(os.Args[1:])
+	if err == flag.ErrHelp {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c config) error {
+	testing.Init()
+	if err := flag.Set("test.benchtime", c.benchtime.String()); err != nil {
+		return err
+	}
+	if c.child != "" {
+		return runChild(c)
+	}
+	stop, err := startProfiles(c)
+	if err != nil {
+		return err
+	}
+	procs := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(procs)
+
+	res := NewResults(Meta{
+		Command: strings.Join(append([]string{"go run ./bench"}, os.Args[1:]...), " "),
+		Go:      runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH,
+		CPU: cpuModel(), Cores: runtime.NumCPU(), Started: time.Now(),
+		Quick: c.quick, CPUs: c.cpus, Count: c.count, BenchTime: c.benchtime.String(),
+		Keys: c.keys, Scale: c.scale, Grants: c.grants,
+	})
+	res.Header(os.Stdout)
+	env := newEnv(c)
+	scs := Scenarios()
+	verdicts := map[string][]Verdict{}
+	for _, sc := range scs {
+		ran := false
+		cpus := c.cpus
+		if sc.OneCPU {
+			cpus = cpus[len(cpus)-1:]
+		}
+		for _, cpu := range cpus {
+			runtime.GOMAXPROCS(cpu)
+			reps := c.count
+			if sc.AtScale {
+				reps = 1
+			}
+			for rep := range reps {
+				for _, p := range sc.Peers { // peers interleaved within a repetition: drift hits them all
+					name := "scenario=" + sc.Name + "/peer=" + p.Name
+					if !c.run.MatchString(name) {
+						continue
+					}
+					t := time.Now()
+					s, err := measure(c, sc, env, p, cpu)
+					if err != nil {
+						return err
+					}
+					res.Add(sc.Name, p.Name, cpu, s)
+					fmt.Fprintf(os.Stderr, "%s cpu=%d rep %d/%d: %s=%.4g (%.1fs)\n", name, cpu, rep+1, reps, sc.Columns[0].Key, s[sc.Columns[0].Key], time.Since(t).Seconds())
+					ran = true
+				}
+			}
+		}
+		if ran {
+			verdicts[sc.Name] = res.Table(os.Stdout, sc)
+		}
+	}
+	runtime.GOMAXPROCS(procs)
+	if err := stop(); err != nil {
+		return err
+	}
+	if c.json != "" {
+		if err := res.WriteJSON(c.json, scs, verdicts); err != nil {
+			return err
+		}
+		fmt.Println("\nfigures written to", c.json)
+	}
+	return nil
+}
+
+// newEnv returns the environment c asks for.
+func newEnv(c config) *Env {
+	env := NewEnv(c.keys, c.scale, c.grants)
+	env.Reps, env.BenchTime = c.count, c.benchtime
+	return env
+}
+
+// measure runs one repetition of sc for p at GOMAXPROCS cpu: an isolated
+// experiment in a child process of its own (see child.go), the rest here.
+func measure(c config, sc Scenario, env *Env, p Peer, cpu int) (Sample, error) {
+	switch {
+	case sc.Isolated:
+		return inChild(c, sc, p, cpu)
+	case sc.Once != nil:
+		return sc.Once(env, p), nil
+	}
+	return benchSample(func(b *testing.B) { sc.Bench(b, env, p) }), nil
+}

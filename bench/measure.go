@@ -1,0 +1,119 @@
+package main
+
+import (
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// heapAlloc returns the bytes of live heap objects after two full
+// collections: the first moves what sync.Pools cache to their victim
+// caches, the second frees it.
+func heapAlloc() float64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc)
+}
+
+// benchSample runs f with testing.Benchmark (so b.N is calibrated to the
+// benchmark time) and returns its figures: ns/op, B/op, allocs/op and
+// every metric f reported.
+func benchSample(f func(b *testing.B)) Sample {
+	r := testing.Benchmark(f)
+	if r.N == 0 {
+		panic("bench: a benchmark failed")
+	}
+	s := Sample{
+		"ns/op":     float64(r.T.Nanoseconds()) / float64(r.N),
+		"B/op":      float64(r.MemBytes) / float64(r.N),
+		"allocs/op": float64(r.MemAllocs) / float64(r.N),
+	}
+	for k, v := range r.Extra {
+		s[k] = v
+	}
+	return s
+}
+
+// Median returns the median of each metric over samples (the mean of the
+// middle two for an even count). A metric missing from some samples is
+// the median of those that have it.
+func Median(samples []Sample) Sample {
+	out := Sample{}
+	vals := map[string][]float64{}
+	for _, s := range samples {
+		for k, v := range s {
+			vals[k] = append(vals[k], v)
+		}
+	}
+	for k, vs := range vals {
+		slices.Sort(vs)
+		m := len(vs) / 2
+		if len(vs)%2 == 1 {
+			out[k] = vs[m]
+		} else {
+			out[k] = (vs[m-1] + vs[m]) / 2
+		}
+	}
+	return out
+}
+
+// pairBatch is how many calls of one op pairedLoop times at a go.
+const pairBatch = 32
+
+// pairedLoop times two ops against each other over GOMAXPROCS goroutines:
+// each worker alternates batches of pairBatch calls of a and of b, timing
+// each batch, for benchtime. Worker w's calls are a(w, i) and b(w, i) for
+// i = 0, 1, .... It returns the ns per call of each, as wall-clock time
+// (summed over workers, divided by GOMAXPROCS, as RunParallel reports).
+// Alternating batches lets drift and noise hit both alike, so that their
+// difference holds where each figure alone is noisier than it. It
+// collects no garbage (testing.Benchmark collects before every round,
+// which costs seconds with a million goroutines parked).
+func pairedLoop(benchtime time.Duration, a, b func(w, i int)) (nsA, nsB float64) {
+	procs := runtime.GOMAXPROCS(0)
+	var mu sync.Mutex
+	var sumA, sumB time.Duration
+	var calls int
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range procs {
+		wg.Go(func() {
+			var ta, tb time.Duration
+			i := 0
+			for time.Since(start) < benchtime {
+				t0 := time.Now()
+				for k := range pairBatch {
+					a(w, i+k)
+				}
+				t1 := time.Now()
+				for k := range pairBatch {
+					b(w, i+k)
+				}
+				ta, tb = ta+t1.Sub(t0), tb+time.Since(t1)
+				i += pairBatch
+			}
+			mu.Lock()
+			sumA, sumB, calls = sumA+ta, sumB+tb, calls+i
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	wall := float64(procs) * float64(calls) // summed worker time per call, times procs: wall time per call
+	return float64(sumA) / wall, float64(sumB) / wall
+}
+
+// allocsPer returns the bytes and allocations per call of op(0, i), over
+// n calls on this goroutine.
+func allocsPer(n int, op func(w, i int)) (bytes, allocs float64) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		op(0, i)
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.TotalAlloc-before.TotalAlloc) / float64(n), float64(after.Mallocs-before.Mallocs) / float64(n)
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/moby/locker"
+	"k8s.io/utils/keymutex"
+
+	"github.com/holdline/locks"
+)
+
+// Class says how a peer's figures are used in the tables.
+type Class uint8
+
+const (
+	// Correct peers keep keys independent: holding one key never makes an
+	// unrelated key wait. Only they can be the reference of a ratio.
+	Correct Class = iota
+	// SharesKeys peers let unrelated keys wait on each other (keymutex
+	// hashes keys onto a few mutexes). Shown, marked, never the reference.
+	SharesKeys
+	// Floor rows are not keyed locks at all but the bare primitive every
+	// key shares: the cost below which no keyed lock can go. Shown, marked,
+	// never the reference.
+	Floor
+)
+
+// Mark returns the note a table prints beside a row of class c.
+func (c Class) Mark() string {
+	switch c {
+	case SharesKeys:
+		return "marked: unrelated keys wait on each other"
+	case Floor:
+		return "floor: one lock for every key"
+	}
+	return ""
+}
+
+// Locker is the adapter every peer implements: the three ways a scenario
+// holds a key. fn runs holding the key. Scenarios build fn once per
+// goroutine, so passing it allocates nothing per hold.
+type Locker interface {
+	// Hold runs fn holding key, waiting as long as it takes (locks: its
+	// default 10 s wait, the only kind it has).
+	Hold(key string, fn func())
+	// HoldWait runs fn holding key if the key comes within wait, and
+	// reports whether it did. Peers whose Waits is false cannot bound a
+	// wait; for them it is never called.
+	HoldWait(key string, wait time.Duration, fn func()) bool
+	// HoldMax runs fn holding key with a maxHold armed from the grant and
+	// disarmed when fn returns (peers: time.AfterFunc and Stop).
+	HoldMax(key string, maxHold time.Duration, fn func())
+	// Close releases what the instance owns.
+	Close()
+}
+
+// Peer is one keyed-lock implementation under test.
+type Peer struct {
+	// Name is the peer's name in tables and benchmark names (no '/').
+	Name string
+	// Class says whether the peer can be the reference of a ratio.
+	Class Class
+	// FIFO reports whether waiters are served in the order they came.
+	FIFO bool
+	// Waits reports whether HoldWait can bound a wait.
+	Waits bool
+	// About says what the peer is, in a few words.
+	About string
+	// New makes a fresh instance; nil for rows that are not Lockers (the
+	// timer mechanisms of the deadlines scenario).
+	New func() Locker
+}
+
+// Peers returns every peer, locks first, then the correct peers, then the
+// marked ones.
+func Peers() []Peer {
+	return []Peer{
+		{Name: "locks", Class: Correct, FIFO: true, Waits: true, About: "this library (default 10 s wait always armed)", New: newLocksPeer},
+		{Name: "mutexmap", Class: Correct, About: "map of refcounted sync.Mutex under one sync.Mutex", New: newMutexMap},
+		{Name: "chanmap", Class: Correct, FIFO: true, Waits: true, About: "map of refcounted 1-slot channels; waits: context.WithTimeout", New: newChanMap},
+		{Name: "moby-locker", Class: Correct, About: "github.com/moby/locker", New: func() Locker { return &mobyPeer{l: locker.New()} }},
+		{Name: "semaphore", Class: Correct, FIFO: true, About: "map of x/sync semaphore.Weighted(1), context.Background", New: func() Locker { return newSemMap(false) }},
+		{Name: "semaphore-timeout", Class: Correct, FIFO: true, Waits: true, About: "the same, context.WithTimeout(10 s) per hold", New: func() Locker { return newSemMap(true) }},
+		{Name: "keymutex", Class: SharesKeys, About: "k8s.io/utils/keymutex.NewHashed(0): NumCPU mutexes", New: func() Locker { return &keymutexPeer{km: keymutex.NewHashed(0)} }},
+		{Name: "floor-mutex", Class: Floor, About: "one sync.Mutex Lock/Unlock, keys ignored", New: func() Locker { return new(mutexFloor) }},
+		{Name: "floor-cas", Class: Floor, About: "one atomic CompareAndSwap/Store pair, keys ignored", New: func() Locker { return new(casFloor) }},
+	}
+}
+
+// noPeer is the baseline of the memory scenario: Hold runs fn holding
+// nothing, so its figures are what the goroutines themselves cost.
+var noPeer = Peer{Name: "none", Class: Floor, About: "no lock: the goroutines alone", New: func() Locker { return noLock{} }}
+
+// deadlineWait is the wait of every bounded hold: the library's default.
+const deadlineWait = locks.DefaultWait
+
+// expired is what the peers' maxHold timers run: a real revocation would
+// cancel the holder's context; the benchmark only needs the timer.
+func expired() {}
+
+// locksPeer adapts the library. fn's HoldFunc wrapper stays on the stack:
+// Hold does not let its function escape.
+type locksPeer struct {
+	store *locks.Store
+	lock  *locks.Lock
+}
+
+func newLocksPeer() Locker {
+	s := locks.NewStore()
+	l, err := locks.OpenLock(s, "invoices")
+	if err != nil {
+		panic(err)
+	}
+	return &locksPeer{store: s, lock: l}
+}
+
+func (p *locksPeer) Hold(key string, fn func()) {
+	err := p.lock.Hold(context.Background(), key, func(context.Context, *locks.Lease) error { fn(); return nil })
+	mustHold(err)
+}
+
+func (p *locksPeer) HoldWait(key string, wait time.Duration, fn func()) bool {
+	err := p.lock.Hold(context.Background(), key, func(context.Context, *locks.Lease) error { fn(); return nil }, locks.Wait(wait))
+	if errors.Is(err, locks.ErrInUse) {
+		return false
+	}
+	mustHold(err)
+	return true
+}
+
+func (p *locksPeer) HoldMax(key string, maxHold time.Duration, fn func()) {
+	err := p.lock.Hold(context.Background(), key, func(context.Context, *locks.Lease) error { fn(); return nil }, locks.MaxHold(maxHold))
+	mustHold(err)
+}
+
+func (p *locksPeer) Close() { p.store.Close() }
+
+// mustHold panics on an error no scenario expects: a broken library must
+// not pass for a fast one.
+func mustHold(err error) {
+	if err != nil {
+		panic("bench: locks.Hold failed: " + err.Error())
+	}
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Meta says how and where a run was made.
+type Meta struct {
+	Command   string    `json:"command"`
+	Go        string    `json:"go"`
+	Platform  string    `json:"platform"`
+	CPU       string    `json:"cpu"`
+	Cores     int       `json:"cores"`
+	Started   time.Time `json:"started"`
+	Quick     bool      `json:"quick"`
+	CPUs      []int     `json:"gomaxprocs"`
+	Count     int       `json:"count"`
+	BenchTime string    `json:"benchtime"`
+	Keys      int       `json:"keys"`
+	Scale     int       `json:"scale"`
+	Grants    int       `json:"grants"`
+}
+
+// cpuModel returns the processor's model name from /proc/cpuinfo, or
+// GOARCH where there is none.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return runtime.GOARCH
+}
+
+// Results holds every sample of a run, by scenario, peer and GOMAXPROCS.
+type Results struct {
+	Meta    Meta
+	samples map[rowKey][]Sample
+}
+
+type rowKey struct {
+	scenario, peer string
+	cpu            int
+}
+
+// NewResults returns an empty set of results for a run described by m.
+func NewResults(m Meta) *Results { return &Results{Meta: m, samples: map[rowKey][]Sample{}} }
+
+// Add records one sample.
+func (r *Results) Add(scenario, peer string, cpu int, s Sample) {
+	k := rowKey{scenario, peer, cpu}
+	r.samples[k] = append(r.samples[k], s)
+}
+
+// Medians returns the median figures of a scenario at one GOMAXPROCS, by
+// peer name.
+func (r *Results) Medians(scenario string, cpu int) map[string]Sample {
+	out := map[string]Sample{}
+	for k, ss := range r.samples {
+		if k.scenario == scenario && k.cpu == cpu {
+			out[k.peer] = Median(ss)
+		}
+	}
+	return out
+}
+
+// Header writes what the run was, where.
+func (r *Results) Header(w io.Writer) {
+	m := r.Meta
+	fmt.Fprintf(w, "$ %s\n", m.Command)
+	fmt.Fprintf(w, "%s %s, %s (%d cores), %s\n", m.Go, m.Platform, m.CPU, m.Cores, m.Started.Format(time.RFC3339))
+	scale := ""
+	if m.Quick {
+		scale = " (-quick: scaled down from 1,000,000)"
+	}
+	fmt.Fprintf(w, "GOMAXPROCS %v; median of %d; benchtime %s; %d keys; scale %d%s; fairness %d grants\n",
+		m.CPUs, m.Count, m.BenchTime, m.Keys, m.Scale, scale, m.Grants)
+	fmt.Fprintln(w, "ratios: ×best = figure / best correct peer's figure in the same run and GOMAXPROCS (lower is better)")
+}
+
+// Table writes a scenario's table: one row per GOMAXPROCS and peer with
+// its median figures, its ratio to the best correct peer, and its marks;
+// then the notes, and the scenario's targets with their verdicts.
+func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
+	primary := sc.Columns[0].Key
+	fmt.Fprintf(w, "\n== scenario=%s: %s\n", sc.Name, sc.Title)
+	width := 0
+	for _, p := range sc.Peers {
+		width = max(width, len(p.Name))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "cpu\t%-*s\t", width, "peer")
+	for _, c := range sc.Columns {
+		fmt.Fprint(tw, c.Header, "\t")
+	}
+	fmt.Fprint(tw, "×best\t \n")
+	var verdicts []Verdict
+	var bests []string
+	for _, cpu := range r.Meta.CPUs {
+		rows := r.Medians(sc.Name, cpu)
+		if len(rows) == 0 {
+			continue
+		}
+		best, figure, ok := Best(sc.Peers, rows, primary)
+		for _, p := range sc.Peers {
+			s, has := rows[p.Name]
+			if !has {
+				continue
+			}
+			fmt.Fprintf(tw, "%d\t%-*s\t", cpu, width, p.Name)
+			for _, c := range sc.Columns {
+				if v, has := s[c.Key]; has {
+					fmt.Fprintf(tw, c.Format+"\t", v)
+				} else {
+					fmt.Fprint(tw, "-\t")
+				}
+			}
+			if ok && s[primary] != 0 {
+				fmt.Fprintf(tw, "%.2f\t", s[primary]/figure)
+			} else {
+				fmt.Fprint(tw, "-\t")
+			}
+			fmt.Fprintf(tw, " %s\n", marks(p, s, p.Name == best))
+		}
+		if ok && rows["locks"] != nil {
+			bests = append(bests, fmt.Sprintf("cpu=%d: locks is %.2f× %s (the best correct peer)", cpu, rows["locks"][primary]/figure, best))
+		}
+		for _, t := range Targets {
+			if t.Scenario == sc.Name {
+				verdicts = append(verdicts, Check(t, cpu, rows))
+			}
+		}
+	}
+	tw.Flush()
+	for _, n := range sc.Notes {
+		fmt.Fprintln(w, "  note:", n)
+	}
+	for _, b := range bests {
+		fmt.Fprintln(w, "  "+b)
+	}
+	for _, v := range verdicts {
+		fmt.Fprintf(w, "  target cpu=%d %-60s %s\n", v.CPU, v.Text, v.Gap)
+	}
+	return verdicts
+}
+
+// marks returns the notes of a row: its class, failures, and whether it is
+// the reference.
+func marks(p Peer, s Sample, best bool) string {
+	var m []string
+	if best {
+		m = append(m, "<- best correct peer")
+	}
+	if c := p.Class.Mark(); c != "" {
+		m = append(m, c)
+	}
+	for _, k := range []string{"lost-updates", "timeouts", "overran"} {
+		if s[k] != 0 {
+			m = append(m, fmt.Sprintf("FAILED %s=%.0f", k, s[k]))
+		}
+	}
+	return strings.Join(m, "; ")
+}
+
+// finite drops the figures JSON cannot hold (NaN, ±Inf).
+func finite(s Sample) {
+	for k, v := range s {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			delete(s, k)
+		}
+	}
+}
+
+// jsonReport is what -json writes.
+type jsonReport struct {
+	Meta      Meta           `json:"meta"`
+	Scenarios []jsonScenario `json:"scenarios"`
+}
+
+type jsonScenario struct {
+	Name     string    `json:"name"`
+	Title    string    `json:"title"`
+	Rows     []jsonRow `json:"rows"`
+	Verdicts []Verdict `json:"targets"`
+}
+
+type jsonRow struct {
+	Peer    string   `json:"peer"`
+	Class   string   `json:"class,omitempty"`
+	CPU     int      `json:"gomaxprocs"`
+	Median  Sample   `json:"median"`
+	Samples []Sample `json:"samples"`
+}
+
+// WriteJSON writes every figure of the run, and the verdicts, to path.
+func (r *Results) WriteJSON(path string, scs []Scenario, verdicts map[string][]Verdict) error {
+	rep := jsonReport{Meta: r.Meta}
+	for _, sc := range scs {
+		js := jsonScenario{Name: sc.Name, Title: sc.Title, Verdicts: verdicts[sc.Name]}
+		for _, cpu := range r.Meta.CPUs {
+			for _, p := range sc.Peers {
+				if ss := r.samples[rowKey{sc.Name, p.Name, cpu}]; len(ss) > 0 {
+					js.Rows = append(js.Rows, jsonRow{Peer: p.Name, Class: p.Class.Mark(), CPU: cpu, Median: Median(ss), Samples: ss})
+				}
+			}
+		}
+		if len(js.Rows) > 0 {
+			rep.Scenarios = append(rep.Scenarios, js)
+		}
+	}
+	for i := range rep.Scenarios {
+		for j := range rep.Scenarios[i].Rows {
+			row := &rep.Scenarios[i].Rows[j]
+			finite(row.Median)
+			for _, s := range row.Samples {
+				finite(s)
+			}
+		}
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

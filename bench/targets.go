@@ -1,0 +1,139 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Target is one of issue 3's targets for the locks peer: a bound on the
+// ratio of locks' figure to a named peer's, or on locks' own figure.
+type Target struct {
+	// Scenario and Metric say which figure is bounded.
+	Scenario string `json:"scenario"`
+	Metric   string `json:"metric"`
+	// Ref is the peer whose figure divides locks'; "" bounds locks' own
+	// figure.
+	Ref string `json:"ref,omitempty"`
+	// Max is the bound: the target is met when the ratio (or the figure) is
+	// at most Max.
+	Max float64 `json:"max"`
+	// Text is the target in the issue's words.
+	Text string `json:"text"`
+}
+
+// Targets are the targets of issue 3, by scenario.
+var Targets = []Target{
+	{"uncontended", "ns/op", "moby-locker", 0.6, "≤ 0.6 × moby/locker ns/op"},
+	{"uncontended", "ns/op", "mutexmap", 0.5, "≤ 0.5 × the mutex map ns/op"},
+	{"uncontended", "allocs/op", "", 0, "0 allocs/op"},
+	{"zipf", "ns/op", "moby-locker", 0.6, "≤ 0.6 × moby/locker ns/op"},
+	{"hotkey", "ns/op", "chanmap", 1.0, "≤ 1.0 × the channel FIFO peer ns/op"},
+	{"hotkey", "ns/op", "semaphore", 0.4, "≤ 0.4 × the semaphore map ns/op"},
+	{"hotkey-deadline", "ns/op", "semaphore-timeout", 0.3, "≤ 0.3 × the semaphore map with context.WithTimeout ns/op"},
+	{"maxhold", "ns/op", "mutexmap", 0.4, "≤ 0.4 × the mutex map with time.AfterFunc ns/op"},
+	{"maxhold", "allocs/op", "", 1, "≤ 1 alloc/op"},
+	{"fairness", "out-of-order", "", 0, "0 grants out of order"},
+	{"fairness", "worst/mean", "", 2, "worst wait ≤ 2 × mean"},
+	{"deadlines", "arm+cancel-ns", "time.AfterFunc", 0.2, "arm+cancel ≤ 0.2 × time.AfterFunc+Stop"},
+	{"deadlines", "B/pending", "", 48, "≤ 48 B per pending deadline"},
+	{"deadlines", "B/cancelled", "", 1, "a cancelled deadline holds no memory (< 1 B)"},
+	{"deadlines", "late-max-ms", "", 50, "the last of N due in one 100 ms window fires within 50 ms"},
+	{"memory", "B/held", "", 96, "≤ 96 B per held key"},
+	{"memory", "B/after", "", 4, "≤ 4 B per key after release"},
+}
+
+// Verdict is a target checked against the medians of one run at one
+// GOMAXPROCS.
+type Verdict struct {
+	Target
+	CPU int `json:"gomaxprocs"`
+	// Value is the ratio (Ref set) or locks' own figure.
+	Value float64 `json:"value"`
+	// Measured reports whether the figures the target needs were there.
+	Measured bool `json:"measured"`
+	// Met reports whether Value is within the target.
+	Met bool `json:"met"`
+	// Gap says in words how far Value is from the target.
+	Gap string `json:"gap"`
+}
+
+// Check checks t against rows, the median figures of one scenario at one
+// GOMAXPROCS by peer name.
+func Check(t Target, cpu int, rows map[string]Sample) Verdict {
+	v := Verdict{Target: t, CPU: cpu}
+	mine, ok := rows["locks"][t.Metric]
+	if !ok || failed(rows["locks"]) {
+		v.Gap = "not measured (locks has no valid figure)"
+		return v
+	}
+	v.Value = mine
+	if t.Ref != "" && mine <= 0 {
+		v.Gap = "not measured (locks' figure is not positive: within the noise)"
+		return v
+	}
+	if t.Ref != "" {
+		ref, ok := rows[t.Ref][t.Metric]
+		if !ok || ref <= 0 || failed(rows[t.Ref]) {
+			v.Gap = "not measured (no valid figure for " + t.Ref + ")"
+			return v
+		}
+		v.Value = mine / ref
+	}
+	if strings.HasPrefix(t.Metric, "allocs") || strings.HasSuffix(t.Metric, "allocs") {
+		// Allocation counts are whole per hold; the fraction is the
+		// benchmark's own goroutines and map growth spread over b.N.
+		v.Value = math.Round(v.Value*10) / 10
+	}
+	v.Measured = true
+	// A relative tolerance of 1e-9 keeps 0.6000000001 from missing 0.6.
+	v.Met = v.Value <= t.Max+1e-9*math.Max(1, math.Abs(t.Max))
+	v.Gap = gap(t, v.Value, v.Met)
+	return v
+}
+
+// gap says how far value is from t's bound.
+func gap(t Target, value float64, met bool) string {
+	if t.Ref != "" {
+		if met {
+			return fmt.Sprintf("met: %.2f× ≤ %.2f×", value, t.Max)
+		}
+		return fmt.Sprintf("MISSED: %.2f× > %.2f×, locks needs %.2f× less %s", value, t.Max, value/t.Max, t.Metric)
+	}
+	if met {
+		return fmt.Sprintf("met: %.4g ≤ %g %s", value, t.Max, t.Metric)
+	}
+	if t.Max == 0 {
+		return fmt.Sprintf("MISSED by %.4g %s", value, t.Metric)
+	}
+	return fmt.Sprintf("MISSED: %.4g > %g %s, by %.4g (%.2f×)", value, t.Max, t.Metric, value-t.Max, value/t.Max)
+}
+
+// failed reports whether a sample records a broken run: lost updates, a
+// timed-out wait, a deadline armed too late. Such a row is never the
+// reference of a ratio.
+func failed(s Sample) bool {
+	return s["lost-updates"] != 0 || s["timeouts"] != 0 || s["overran"] != 0
+}
+
+// Best returns the correct peer, other than locks, with the lowest figure
+// for metric among rows (median figures by peer name), and that figure.
+// Peers that share keys, floors, failed rows and rows without the metric
+// (or with a figure <= 0, which no real cost has) are passed over; ok is
+// false when none is left.
+func Best(peers []Peer, rows map[string]Sample, metric string) (name string, figure float64, ok bool) {
+	for _, p := range peers {
+		s, has := rows[p.Name]
+		if p.Name == "locks" || p.Class != Correct || !has || failed(s) {
+			continue
+		}
+		v, has := s[metric]
+		if !has || v <= 0 {
+			continue
+		}
+		if !ok || v < figure {
+			name, figure, ok = p.Name, v, true
+		}
+	}
+	return name, figure, ok
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+var testPeers = []Peer{
+	{Name: "locks", Class: Correct},
+	{Name: "mutexmap", Class: Correct},
+	{Name: "moby-locker", Class: Correct},
+	{Name: "keymutex", Class: SharesKeys},
+	{Name: "floor-mutex", Class: Floor},
+}
+
+func TestBestSkipsMarkedFloorsFailedAndLocks(t *testing.T) {
+	rows := map[string]Sample{
+		"locks":       {"ns/op": 10},
+		"mutexmap":    {"ns/op": 300},
+		"moby-locker": {"ns/op": 200},
+		"keymutex":    {"ns/op": 50}, // faster, but shares keys
+		"floor-mutex": {"ns/op": 20}, // faster, but a floor
+	}
+	name, fig, ok := Best(testPeers, rows, "ns/op")
+	if !ok || name != "moby-locker" || fig != 200 {
+		t.Fatalf("Best = %q %v %v, want moby-locker 200 true", name, fig, ok)
+	}
+	rows["moby-locker"]["lost-updates"] = 3 // broken: never the reference
+	if name, _, _ := Best(testPeers, rows, "ns/op"); name != "mutexmap" {
+		t.Errorf("Best with moby-locker failed = %q, want mutexmap", name)
+	}
+	rows["mutexmap"]["timeouts"] = 1
+	if name, _, ok := Best(testPeers, rows, "ns/op"); ok {
+		t.Errorf("Best with every correct peer failed = %q, want none", name)
+	}
+	if _, _, ok := Best(testPeers, map[string]Sample{"mutexmap": {"ns/op": 0}}, "ns/op"); ok {
+		t.Error("Best took a zero figure as the reference")
+	}
+}
+
+func TestCheck(t *testing.T) {
+	rows := map[string]Sample{
+		"locks":       {"ns/op": 60, "allocs/op": 1.003, "B/held": 120},
+		"moby-locker": {"ns/op": 100},
+	}
+	for _, tc := range []struct {
+		t        Target
+		measured bool
+		met      bool
+		value    float64
+		gap      string
+	}{
+		{Target{"s", "ns/op", "moby-locker", 0.6, ""}, true, true, 0.6, "met"},
+		{Target{"s", "ns/op", "moby-locker", 0.5, ""}, true, false, 0.6, "locks needs 1.20× less ns/op"},
+		{Target{"s", "allocs/op", "", 1, ""}, true, true, 1, "met"},
+		{Target{"s", "allocs/op", "", 0, ""}, true, false, 1, "MISSED by 1 allocs/op"},
+		{Target{"s", "B/held", "", 96, ""}, true, false, 120, "by 24"},
+		{Target{"s", "ns/op", "chanmap", 1, ""}, false, false, 0, "no valid figure for chanmap"},
+		{Target{"s", "worst/mean", "", 2, ""}, false, false, 0, "not measured"},
+	} {
+		v := Check(tc.t, 2, rows)
+		if v.Measured != tc.measured || v.Met != tc.met || (tc.measured && v.Value != tc.value) || !strings.Contains(v.Gap, tc.gap) {
+			t.Errorf("Check(%+v) = measured %v met %v value %v %q; want %v %v %v, gap containing %q",
+				tc.t, v.Measured, v.Met, v.Value, v.Gap, tc.measured, tc.met, tc.value, tc.gap)
+		}
+	}
+}
+
+func TestCheckRefusesNonPositiveRatio(t *testing.T) {
+	rows := map[string]Sample{"locks": {"ns/op": -3}, "chanmap": {"ns/op": 10}}
+	if v := Check(Target{"s", "ns/op", "chanmap", 1, ""}, 1, rows); v.Measured || v.Met {
+		t.Errorf("a negative difference met its ratio target: %+v", v)
+	}
+}
+
+func TestCheckRefusesFailedLocks(t *testing.T) {
+	rows := map[string]Sample{"locks": {"ns/op": 1, "lost-updates": 2}, "chanmap": {"ns/op": 10}}
+	if v := Check(Target{"s", "ns/op", "chanmap", 1, ""}, 1, rows); v.Measured || v.Met {
+		t.Errorf("a failed locks row met its target: %+v", v)
+	}
+}
+
+func TestEveryTargetNamesAScenarioColumnAndPeer(t *testing.T) {
+	scs := map[string]Scenario{}
+	for _, sc := range Scenarios() {
+		scs[sc.Name] = sc
+	}
+	for _, tg := range Targets {
+		sc, ok := scs[tg.Scenario]
+		if !ok {
+			t.Errorf("target %q: no scenario %q", tg.Text, tg.Scenario)
+			continue
+		}
+		col := false
+		for _, c := range sc.Columns {
+			col = col || c.Key == tg.Metric
+		}
+		if !col {
+			t.Errorf("target %q: scenario %s has no column %q", tg.Text, tg.Scenario, tg.Metric)
+		}
+		if tg.Ref == "" {
+			continue
+		}
+		peer := false
+		for _, p := range sc.Peers {
+			peer = peer || (p.Name == tg.Ref && p.Class == Correct)
+		}
+		if !peer {
+			t.Errorf("target %q: %s is not a correct peer of scenario %s", tg.Text, tg.Ref, tg.Scenario)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	m := Median([]Sample{{"a": 3, "b": 1}, {"a": 1}, {"a": 2, "b": 5}})
+	if m["a"] != 2 || m["b"] != 3 {
+		t.Errorf("Median = %v, want a=2 b=3", m)
+	}
+}
+
+func TestTableMarksAndRatios(t *testing.T) {
+	res := NewResults(Meta{CPUs: []int{1}})
+	sc := Scenario{Name: "uncontended", Title: "t", Columns: nsCols, Peers: testPeers}
+	for name, ns := range map[string]float64{"locks": 100, "mutexmap": 400, "moby-locker": 250, "keymutex": 50, "floor-mutex": 20} {
+		res.Add(sc.Name, name, 1, Sample{"ns/op": ns, "allocs/op": 0})
+		res.Add(sc.Name, name, 1, Sample{"ns/op": ns * 3, "allocs/op": 0}) // median of two: 2×
+	}
+	var out bytes.Buffer
+	verdicts := res.Table(&out, sc)
+	text := out.String()
+	for _, want := range []string{
+		"scenario=uncontended",
+		"<- best correct peer",
+		"marked: unrelated keys wait on each other",
+		"floor: one lock for every key",
+		"cpu=1: locks is 0.40× moby-locker",
+		"≤ 0.6 × moby/locker ns/op",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("table lacks %q:\n%s", want, text)
+		}
+	}
+	if len(verdicts) != 3 {
+		t.Fatalf("got %d verdicts, want the 3 uncontended targets", len(verdicts))
+	}
+	for _, v := range verdicts {
+		if !v.Met {
+			t.Errorf("verdict %s: %s, want met", v.Text, v.Gap)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-quick", "-cpu", "1, 4", "-cpuprofile", "cpu.pprof", "-memprofile", "/tmp/m.pprof"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.count != 1 || c.scale != 100_000 || len(c.cpus) != 2 || c.cpus[1] != 4 {
+		t.Errorf("-quick config = %+v", c)
+	}
+	if c.cpuprof != "pprof/cpu.pprof" || c.memprof != "/tmp/m.pprof" {
+		t.Errorf("profiles at %q and %q, want pprof/cpu.pprof and /tmp/m.pprof", c.cpuprof, c.memprof)
+	}
+	if c, _ := parseFlags([]string{"-quick", "-count", "5"}); c.count != 5 {
+		t.Errorf("-quick -count 5 gave count %d", c.count)
+	}
+	for _, bad := range [][]string{{"-cpu", "0"}, {"-size", "2000000"}, {"-run", "("}, {"extra"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("parseFlags(%q) accepted", bad)
+		}
+	}
+}
+
+func TestPart(t *testing.T) {
+	keys := make([]string, 10)
+	for i := range keys {
+		keys[i] = string(rune('a' + i))
+	}
+	seen := map[string]int{}
+	for w := range 3 {
+		for _, k := range part(keys, w, 3) {
+			seen[k]++
+		}
+	}
+	if len(seen) != 10 {
+		t.Errorf("3 parts cover %d of 10 keys", len(seen))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("key %s in %d parts", k, n)
+		}
+	}
+}
