@@ -83,7 +83,7 @@ func NewStore(opts ...StoreOption) *Store {
 		origin:  time.Now(),
 		drained: make(chan struct{}),
 	}
-	s.slots.New = func() any { return &slot{ready: make(chan state, 1)} }
+	s.slots.New = func() any { return new(slot) }
 	s.timers.init(s, c.tick)
 	return s
 }

@@ -148,17 +148,19 @@ const (
 	lostClosed       // its store closed
 )
 
-// reason returns the loss as it ends a Lost error's message.
-func (r loss) reason() string {
+// what returns what happened to a lease lost for r, in words: the whole
+// of the message after the key, one constant per loss, so that revoking a
+// lease builds no string.
+func (r loss) what() string {
 	switch r {
 	case lostMaxHold:
-		return "it was revoked at its maxHold"
+		return "the lease was lost: it was revoked at its maxHold"
 	case lostTTL:
-		return "its ttl ran out"
+		return "the lease was lost: its ttl ran out"
 	case lostClosed:
-		return "its store closed"
+		return "the lease was lost: its store closed"
 	}
-	return "it was not lost"
+	return "the lease was not lost"
 }
 
 func newError(k Kind, lock, key, what string) *Error {
@@ -168,7 +170,7 @@ func newError(k Kind, lock, key, what string) *Error {
 // lostError is the error of a lease lost for reason; Hold wraps the
 // function's own error into a copy of it.
 func lostError(lock, key string, r loss) *Error {
-	return newError(Lost, lock, key, "the lease was lost: "+r.reason())
+	return newError(Lost, lock, key, r.what())
 }
 
 func canceledError(lock, key string, cause error) *Error {

@@ -100,8 +100,11 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 	h := shard.Hash(l.state.hash, text)
 	sh := s.table.Shard(h)
 	var g *holder
-	if !try { // TryHold allocates only for a free key
+	var now time.Time
+	var at time.Duration
+	if !try { // TryHold allocates and reads the clock only for a free key
 		g = newHolder(ctx, sh, name, text)
+		now, at = s.now() // the call's instant: a wait counts from it
 	}
 
 	sh.Lock()
@@ -113,10 +116,12 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 	if e == nil {
 		if g == nil {
 			g = newHolder(ctx, sh, name, text)
+			now, at = s.now()
+		} else if st.maxHold > 0 {
+			// Read again under the lock, so that a maxHold counts from the
+			// grant itself, never from before it.
+			now, at = s.now()
 		}
-		// The clock is read under the lock, so a maxHold counts from the
-		// grant itself, never from before it.
-		now, at := s.now()
 		e = sh.InsertLocked(h, name, text)
 		s.grantLocked(e, g, st.maxHold, now, at)
 		sh.Unlock()
@@ -133,9 +138,11 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 			return false, newError(Limit, name, text, "the line of waiters is full")
 		}
 		g.state, g.entry = waiting, e
-		_, at := s.now()
 		sl := s.takeSlot(g)
 		sl.maxHold = st.maxHold
+		if sl.ready == nil { // a slot that only ever armed a maxHold has none yet
+			sl.ready = make(chan state, 1)
+		}
 		e.Line.PushBack(&sl.wait)
 		s.timers.schedule(g, forWait, after(at, st.wait))
 		sh.Unlock()
@@ -163,34 +170,54 @@ func (s *Store) run(g *holder, fn HoldFunc) (err error) {
 }
 
 // await parks a waiter until its state is settled: granted, timed out, or
-// shut by Close; or until ctx ends, when it leaves the line. A grant that
-// races with ctx's end is passed on, never lost.
+// shut by Close; or until ctx ends, when it leaves the line. The settled
+// state comes over the wake-up channel: g.state itself may change again (a
+// revocation) while this goroutine does not hold the shard's mutex.
 func (s *Store) await(ctx context.Context, g *holder) error {
-	// The settled state comes over the channel: g.state itself may change
-	// again (a revocation) without this goroutine holding the shard's mutex.
 	sl := g.slot
 	var settled state
-	select {
-	case settled = <-sl.ready:
-	case <-ctx.Done():
-		sh := g.shard
-		sh.Lock()
-		if g.state == waiting {
-			g.entry.Line.Remove(&sl.wait)
-			g.state, g.entry = left, nil
-			s.timers.cancel(g)
-			s.putSlot(g)
-			sh.Unlock()
-			return canceledError(g.Lease.Lock, g.Lease.Key, ctx.Err())
-		}
-		sh.Unlock()
-		settled = <-sl.ready // settled by someone else: the wake-up is on its way
-		if settled == holding {
-			s.release(g, nil) // granted as ctx ended: pass it on
-			return canceledError(g.Lease.Lock, g.Lease.Key, ctx.Err())
+	if done := ctx.Done(); done == nil { // a context that never ends
+		settled = <-sl.ready
+	} else {
+		select {
+		case settled = <-sl.ready:
+		case <-done:
+			return s.leave(ctx, g)
 		}
 	}
-	switch settled {
+	return s.settled(g, settled)
+}
+
+// leave takes a waiter whose ctx ended out of the line. If it was settled
+// meanwhile, its wake-up is on its way: a grant is passed on to the next in
+// line, never lost; a timeout or a close is reported as such.
+func (s *Store) leave(ctx context.Context, g *holder) error {
+	sh, sl := g.shard, g.slot
+	sh.Lock()
+	if g.state == waiting {
+		g.entry.Line.Remove(&sl.wait)
+		g.state, g.entry = left, nil
+		s.timers.cancel(g)
+		s.putSlot(g)
+		sh.Unlock()
+		return canceledError(g.Lease.Lock, g.Lease.Key, ctx.Err())
+	}
+	sh.Unlock()
+	settled := <-sl.ready
+	if settled == holding {
+		s.release(g, nil)
+		return canceledError(g.Lease.Lock, g.Lease.Key, ctx.Err())
+	}
+	return s.settled(g, settled)
+}
+
+// settled returns what a waiter woken in the state st answers: nil when it
+// holds the key (its wait deadline disarmed, unless the grant already
+// turned it into the maxHold).
+func (s *Store) settled(g *holder, st state) error {
+	switch st {
+	case holding:
+		s.timers.disarm(g, forWait)
 	case timedOut:
 		s.putSlot(g)
 		return newError(InUse, g.Lease.Lock, g.Lease.Key, "held past the hold's wait")
@@ -214,10 +241,10 @@ func (s *Store) grantLocked(e *shard.Entry[*holder], g *holder, maxHold time.Dur
 	if maxHold > 0 {
 		g.Lease.Deadline = now.Add(maxHold)
 		s.takeSlot(g)
-		s.timers.schedule(g, forMaxHold, after(at, maxHold))
-	} else if g.slot != nil {
-		s.timers.cancel(g) // a waiter's wait deadline
+		s.timers.schedule(g, forMaxHold, after(at, maxHold)) // moves a waiter's wait deadline
 	}
+	// Otherwise the woken waiter disarms its own wait deadline, outside
+	// this lock; should it fire first, expire finds g no longer waiting.
 }
 
 // passLocked gives e to the head of its line and returns the new holder's
@@ -249,15 +276,18 @@ func (s *Store) release(g *holder, fnErr error) error {
 		wake = s.passLocked(sh, g.entry)
 		g.entry = nil
 	}
-	if g.slot != nil {
-		s.timers.cancel(g)
-		s.putSlot(g)
-	}
 	lost := g.lost
 	drained := sh.Busy == 0 && s.closed.Load()
 	sh.Unlock()
 	if wake != nil {
 		wake <- holding
+	}
+	if g.slot != nil {
+		// Released or revoked, g is out of every line, and a timer of
+		// its that fires now finds nothing to act on: disarm and pool the
+		// slot without the shard's lock.
+		s.timers.cancel(g)
+		s.putSlot(g)
 	}
 	g.End()
 	if drained {

@@ -80,6 +80,15 @@ func (t *timers) cancel(g *holder) {
 	t.mu.Unlock()
 }
 
+// disarm disarms g's timer if it is armed for p. O(1).
+func (t *timers) disarm(g *holder, p purpose) {
+	t.mu.Lock()
+	if g.armed == p {
+		t.wheel.Cancel(&g.slot.timer)
+	}
+	t.mu.Unlock()
+}
+
 // stop ends the goroutine and waits for it.
 func (t *timers) stop() {
 	t.mu.Lock()
