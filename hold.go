@@ -285,8 +285,11 @@ func (s *Store) release(g *holder, fnErr error) error {
 	if g.slot != nil {
 		// Released or revoked, g is out of every line, and a timer of
 		// its that fires now finds nothing to act on: disarm and pool the
-		// slot without the shard's lock.
-		s.timers.cancel(g)
+		// slot without the shard's lock. (A wait deadline is usually
+		// disarmed already, by g itself when it woke.)
+		if g.armed != 0 {
+			s.timers.cancel(g)
+		}
 		s.putSlot(g)
 	}
 	g.End()

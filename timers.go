@@ -70,21 +70,23 @@ func (t *timers) schedule(g *holder, p purpose, at time.Duration) {
 	}
 }
 
-// cancel disarms g's timer, if it has one armed. O(1).
+// cancel disarms g's timer, if it has one armed, and marks it disarmed. O(1).
 func (t *timers) cancel(g *holder) {
 	if g.slot == nil {
 		return
 	}
 	t.mu.Lock()
 	t.wheel.Cancel(&g.slot.timer)
+	g.armed = 0
 	t.mu.Unlock()
 }
 
-// disarm disarms g's timer if it is armed for p. O(1).
+// disarm disarms g's timer if it is armed for p, and marks it disarmed. O(1).
 func (t *timers) disarm(g *holder, p purpose) {
 	t.mu.Lock()
 	if g.armed == p {
 		t.wheel.Cancel(&g.slot.timer)
+		g.armed = 0
 	}
 	t.mu.Unlock()
 }
