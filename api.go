@@ -39,22 +39,26 @@ import (
 type Lease = lease.Lease
 
 // HoldFunc is the function Hold runs while holding a key. ctx derives from
-// the caller's context and also ends when the lease is lost (then
+// the caller's context (its values and deadline; a maxHold is not a
+// deadline of ctx) and also ends when the lease is lost (then
 // context.Cause(ctx) is the *Error of kind Lost) or when the function has
 // returned. lease describes the grant.
 type HoldFunc func(ctx context.Context, lease *Lease) error
 
 // InTransaction returns a copy of ctx marked as running inside a write
-// transaction of the store's database; the embedding engine calls it when
-// it begins one. A Hold given such a context fails Invalid at once: the
+// transaction: a database layer that embeds this store calls it when it
+// begins one (and a program can, around its own transactions). A Hold given such a context fails Invalid at once: the
 // transaction would keep its writer while the key is waited for, so hold
 // first, then begin the transaction. TryHold is allowed. It allocates one
 // context.
 func InTransaction(ctx context.Context) context.Context { return lease.InTransaction(ctx) }
 
 // Store owns every lock, lease and waiter of a process's keyed locks; they
-// live in its memory. Make one with NewStore and Close it when done: it
-// owns a goroutine while deadlines are pending. Safe for concurrent use.
+// live in its memory. Make one with NewStore (the zero Store is not usable)
+// and Close it when done: from its first deadline (a wait, a maxHold) until
+// Close it owns one goroutine, parked while nothing is pending, which a
+// store never closed leaks. Lock names are kept until Close, so a program
+// should open a bounded set of names. Safe for concurrent use.
 type Store struct {
 	table  *shard.Table[*holder]
 	locks  *xsync.Map[string, *lockState]
@@ -109,7 +113,9 @@ func (s *Store) Close() error {
 
 // Shutdown closes the store as Close does, then waits until every function
 // that was running under one of its keys has returned, or until ctx ends.
-// It returns nil when they all returned, and ctx's error otherwise.
+// It returns nil when they all returned, and ctx's error otherwise. Called
+// from inside a held function, it waits for that function too, so only
+// until ctx ends.
 func (s *Store) Shutdown(ctx context.Context) error {
 	s.Close()
 	for {
@@ -184,7 +190,10 @@ func (l *Lock) Name() string { return l.state.name }
 // bad key or option, inside InTransaction, and inside a hold of the same
 // lock and key (ctx descending from that hold's context). It fails Lost
 // when the lease was lost before fn returned (see MaxHold and Close),
-// wrapping fn's error; Closed when the store is closed.
+// wrapping fn's error: check errors.Is(err, ErrLost) before
+// context.Canceled, since a function that returns its ended ctx's error
+// makes a lost lease match both. Closed when the store is closed. Errors
+// other than fn's own are *Error values.
 //
 // Cost: on a free key, one hash, one shard lock taken twice (grant and
 // release), one map insert and delete, and one allocation (the lease, which

@@ -97,8 +97,9 @@ type Error struct {
 	cause error  // wrapped; for Canceled, part of the message too
 }
 
-// Error returns "lock NAME: key "KEY": what happened", ending with the kind
-// or, for a lost lease, with its reason.
+// Error returns the message: lock NAME: key "KEY": what happened, ending
+// with the kind, or for a lost lease with its reason. The key is quoted as
+// Go quotes strings; a bad lock name is quoted too.
 func (e *Error) Error() string {
 	b := make([]byte, 0, 64)
 	b = append(b, "lock "...)

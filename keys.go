@@ -52,7 +52,7 @@ func reflectKeyText(key any) (string, string) {
 			return s, checkText(s)
 		}
 	}
-	return "", "a key is text or an integer, not a " + v.Type().String()
+	return "", "a key is text, an integer or a []byte, not a " + v.Type().String()
 }
 
 // checkText returns what is wrong with a text key, or "".

@@ -43,11 +43,12 @@ type Option struct {
 	d    time.Duration
 }
 
-// TTL sets how long a lease of a client over a connection lives without
-// being renewed. It is given to OpenLock only (a Hold given it fails
-// Invalid) and must be positive; the default is DefaultTTL. Holders in this
-// process renew their leases implicitly while the process lives, so a ttl
-// never runs out for them.
+// TTL sets how long a lease lives without being renewed. It is given to
+// OpenLock only (a Hold given it fails Invalid) and must be positive; the
+// default is DefaultTTL. Holders in this process renew their leases
+// implicitly while the process lives, so a ttl never runs out for them: it
+// is kept for the leases of clients over a connection, which a server of
+// this store (not yet part of this module) will give and expire.
 func TTL(d time.Duration) Option { return Option{optTTL, d} }
 
 // MaxHold bounds every lease from its grant, however it is renewed: at
@@ -102,21 +103,29 @@ func (st *settings) apply(opts []Option, atHold bool) string {
 
 // StoreOption is a setting of a store, given to NewStore.
 type StoreOption struct {
+	kind   storeOptionKind
 	shards int
 	tick   time.Duration
 }
+
+type storeOptionKind uint8
+
+const (
+	optShards storeOptionKind = iota + 1
+	optTick
+)
 
 // Shards sets the number of shards of the store's key table (rounded up to
 // a power of two); the default is DefaultShards. More shards spread the
 // keys of many goroutines over more mutexes, at 128 bytes and a small map
 // each. n must be positive: NewStore panics otherwise.
-func Shards(n int) StoreOption { return StoreOption{shards: n} }
+func Shards(n int) StoreOption { return StoreOption{kind: optShards, shards: n} }
 
 // TimerTick sets the resolution of the store's timer wheel; the default is
 // DefaultTick. Deadlines are rounded up to a whole tick, so none fires
 // early; a coarser tick wakes the store less often. d must be positive:
 // NewStore panics otherwise.
-func TimerTick(d time.Duration) StoreOption { return StoreOption{tick: d} }
+func TimerTick(d time.Duration) StoreOption { return StoreOption{kind: optTick, tick: d} }
 
 type storeConfig struct {
 	shards int
@@ -126,14 +135,14 @@ type storeConfig struct {
 func newStoreConfig(opts []StoreOption) storeConfig {
 	c := storeConfig{shards: DefaultShards, tick: DefaultTick}
 	for _, o := range opts {
-		switch {
-		case o.shards != 0:
-			if o.shards < 0 {
+		switch o.kind {
+		case optShards:
+			if o.shards <= 0 {
 				panic("locks: Shards(" + strconv.Itoa(o.shards) + "): the number of shards must be positive")
 			}
 			c.shards = o.shards
-		case o.tick != 0:
-			if o.tick < 0 {
+		case optTick:
+			if o.tick <= 0 {
 				panic("locks: TimerTick(" + o.tick.String() + "): the tick must be positive")
 			}
 			c.tick = o.tick

@@ -25,7 +25,8 @@ import (
 //
 // Embed a Context in the holder's record and hand its address to the
 // function; its Lease field is the lease the function gets. Bind it before
-// the function runs. All methods are safe for concurrent use; a Context
+// the function runs. Bind, Lose and End are for the store that grants the
+// lease, not for the function holding it. All methods are safe for concurrent use; a Context
 // must not be copied after Bind.
 type Context struct {
 	// Lease is the grant this context belongs to; it is filled before the

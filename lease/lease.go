@@ -27,8 +27,8 @@ import (
 type Lease struct {
 	// Lock is the name of the lock the key belongs to.
 	Lock string
-	// Key is the key's text form: the string itself for text keys, the
-	// decimal form for integer keys.
+	// Key is the key's text form: the string itself for text keys (and a
+	// copy of a []byte key), the decimal form for integer keys.
 	Key string
 	// Fence is the fencing token of this grant: higher than every fence
 	// given before for this key of this lock, by this store and by an
@@ -74,8 +74,9 @@ func Seed() uint64 {
 }
 
 // Retire records that f gives no more fences (its store closed), so that
-// every later Seed in this process starts above f's last. Safe for
-// concurrent use.
+// every later Seed in this process starts above f's last: it raises a
+// floor shared by the whole process, so only the owner of real fences
+// (a store, at Close) should call it. Safe for concurrent use.
 func (f *Fences) Retire() {
 	for {
 		old := retired.Load()
@@ -85,7 +86,8 @@ func (f *Fences) Retire() {
 	}
 }
 
-// NewFences returns a Fences whose first fence is seed+1.
+// NewFences returns a Fences whose first fence is seed+1. A seed near the
+// top of uint64 would wrap: stores seed from Seed, which is nowhere near.
 func NewFences(seed uint64) Fences { return Fences{last: seed} }
 
 // Next returns the next fence: higher than every fence f returned before.
