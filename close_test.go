@@ -97,8 +97,7 @@ func TestCallsAfterClose(t *testing.T) {
 func TestCloseConcurrently(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, l := newLock(t)
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		w := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		synctest.Wait()
 		var wg sync.WaitGroup
@@ -179,8 +178,7 @@ func TestShutdownWaitsForFunctions(t *testing.T) {
 func TestShutdownContextEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, l := newLock(t)
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -221,8 +219,7 @@ func TestShutdownIdle(t *testing.T) {
 // with higher fences (SPEC §5, §6).
 func TestNewStoreHoldsNoLease(t *testing.T) {
 	old, l := newLock(t)
-	h := startHold(t, context.Background(), l, 9)
-	<-h.granted
+	h := holding(t, l, 9)
 	require.NoError(t, old.Close())
 
 	st := newStore(t)
@@ -242,8 +239,7 @@ func TestNewStoreHoldsNoLease(t *testing.T) {
 // with deadlines pending at Close (SPEC §6).
 func TestCloseEndsTimerGoroutine(t *testing.T) {
 	st, l := newLock(t)
-	h := startHold(t, context.Background(), l, 9, locks.MaxHold(time.Hour))
-	<-h.granted
+	h := holding(t, l, 9, locks.MaxHold(time.Hour))
 	w := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
 	require.NoError(t, l.Hold(context.Background(), 10, nop, locks.MaxHold(time.Hour)))
 	require.NoError(t, st.Close())
@@ -270,8 +266,7 @@ func TestKeyMemoryReclaimed(t *testing.T) {
 		})
 		require.Zero(t, locks.KeyEntries(st), "after a panic")
 
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		ctx, cancel := context.WithCancel(context.Background())
 		left := startHold(t, ctx, l, 9, locks.Wait(time.Hour))
 		timedOut := startHold(t, context.Background(), l, 9, locks.Wait(time.Second))
@@ -311,8 +306,7 @@ func TestKeyMemoryReclaimed(t *testing.T) {
 		require.Zero(t, locks.KeyEntries(st))
 
 		// Closed with holders and waiters.
-		h = startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h = holding(t, l, 9)
 		w := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		synctest.Wait()
 		require.NoError(t, st.Close())
@@ -347,8 +341,7 @@ func TestNoTimerOutlivesItsUse(t *testing.T) {
 		requireIdle("after a hold returned before its maxHold")
 
 		// A waiter granted: its wait deadline is disarmed.
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		w := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		synctest.Wait()
 		n, _ := locks.PendingTimers(st)
@@ -359,8 +352,7 @@ func TestNoTimerOutlivesItsUse(t *testing.T) {
 		require.NoError(t, w.finish())
 
 		// A waiter granted with a maxHold: the wait becomes the maxHold.
-		h = startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h = holding(t, l, 9)
 		w = startHold(t, context.Background(), l, 9, locks.Wait(time.Hour), locks.MaxHold(time.Hour))
 		synctest.Wait()
 		require.NoError(t, h.finish())
@@ -371,8 +363,7 @@ func TestNoTimerOutlivesItsUse(t *testing.T) {
 		requireIdle("after a granted waiter with a maxHold returned")
 
 		// Waits that passed, waiters that left, a revocation: all fired or disarmed.
-		h = startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h = holding(t, l, 9)
 		ctx, cancel := context.WithCancel(context.Background())
 		left := startHold(t, ctx, l, 9, locks.Wait(time.Hour))
 		timedOut := startHold(t, context.Background(), l, 9, locks.Wait(3*time.Second))
@@ -407,8 +398,7 @@ func TestCloseRacesHandoff(t *testing.T) {
 		if round%2 == 1 {
 			opts = append(opts, locks.MaxHold(time.Hour))
 		}
-		h := startHold(t, context.Background(), l, 9, opts...)
-		<-h.granted
+		h := holding(t, l, 9, opts...)
 		w := startHold(t, context.Background(), l, 9, append(opts, locks.Wait(time.Minute))...)
 		w.letGo()
 		go h.letGo()

@@ -58,6 +58,15 @@ var messageForm = regexp.MustCompile(`^lock invoices: key "9": [a-z][^:]*(: [^:]
 // `lock NAME: key "KEY": what happened` (SPEC §7). The two messages the
 // SPEC gives are exact. (Limit has its own test: TestLimit.)
 func TestErrorKinds(t *testing.T) {
+	// whileHeld makes the error of a Hold of key, with opts, while 9 is held.
+	whileHeld := func(key any, opts ...locks.Option) func(t *testing.T) error {
+		return func(t *testing.T) error {
+			_, l := newLock(t)
+			h := holding(t, l, 9)
+			defer h.finish()
+			return l.Hold(context.Background(), key, mustNotRun(t), opts...)
+		}
+	}
 	cases := []struct {
 		name     string
 		kind     locks.Kind
@@ -94,24 +103,12 @@ func TestErrorKinds(t *testing.T) {
 		{
 			name: "in use, Wait(0)", kind: locks.InUse, sentinel: locks.ErrInUse,
 			exact: `lock invoices: key "9": held past the hold's wait: in use`,
-			make: func(t *testing.T) error {
-				_, l := newLock(t)
-				h := startHold(t, context.Background(), l, 9)
-				<-h.granted
-				defer h.finish()
-				return l.Hold(context.Background(), InvoiceID("9"), mustNotRun(t), locks.Wait(0))
-			},
+			make:  whileHeld(InvoiceID("9"), locks.Wait(0)),
 		},
 		{
 			name: "in use, past the wait", kind: locks.InUse, sentinel: locks.ErrInUse,
 			exact: `lock invoices: key "9": held past the hold's wait: in use`,
-			make: func(t *testing.T) error {
-				_, l := newLock(t)
-				h := startHold(t, context.Background(), l, 9)
-				<-h.granted
-				defer h.finish()
-				return l.Hold(context.Background(), 9, mustNotRun(t), locks.Wait(time.Second))
-			},
+			make:  whileHeld(9, locks.Wait(time.Second)),
 		},
 		{
 			name: "lost at maxHold", kind: locks.Lost, sentinel: locks.ErrLost,
@@ -140,8 +137,7 @@ func TestErrorKinds(t *testing.T) {
 			name: "closed, waiting", kind: locks.Closed, sentinel: locks.ErrClosed,
 			make: func(t *testing.T) error {
 				st, l := newLock(t)
-				h := startHold(t, context.Background(), l, 9)
-				<-h.granted
+				h := holding(t, l, 9)
 				w := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
 				synctest.Wait()
 				st.Close()
@@ -196,10 +192,7 @@ func TestCanceledErrorNamesLockAndKey(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := l.Hold(ctx, 9, mustNotRun(t))
-	require.ErrorIs(t, err, context.Canceled)
-	e := asError(t, err)
-	require.Equal(t, name, e.Lock)
-	require.Equal(t, "9", e.Key)
+	requireNamesKey(t, err, context.Canceled, "9")
 	require.Contains(t, err.Error(), `lock invoices: key "9": `)
 	for _, s := range []error{locks.ErrInvalid, locks.ErrInUse, locks.ErrLost, locks.ErrLimit, locks.ErrClosed} {
 		require.NotErrorIs(t, err, s)
@@ -208,8 +201,5 @@ func TestCanceledErrorNamesLockAndKey(t *testing.T) {
 	dctx, dcancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer dcancel()
 	err = l.Hold(dctx, 9, mustNotRun(t))
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	e = asError(t, err)
-	require.Equal(t, name, e.Lock)
-	require.Equal(t, "9", e.Key)
+	requireNamesKey(t, err, context.DeadlineExceeded, "9")
 }

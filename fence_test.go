@@ -28,8 +28,7 @@ func TestFencesIncreasePerKey(t *testing.T) {
 		require.True(t, ok)
 
 		// Handoffs: a holder and a line of waiters.
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		fences = append(fences, h.lease.Fence)
 		ws := queue(t, l, 9, 5, locks.Wait(time.Hour))
 		require.NoError(t, h.finish())
@@ -40,8 +39,7 @@ func TestFencesIncreasePerKey(t *testing.T) {
 		}
 
 		// Revocations: overstaying holders with waiters behind them.
-		revoked := startHold(t, context.Background(), l, 9, locks.MaxHold(time.Second))
-		<-revoked.granted
+		revoked := holding(t, l, 9, locks.MaxHold(time.Second))
 		fences = append(fences, revoked.lease.Fence)
 		ws = queue(t, l, 9, 3, locks.MaxHold(time.Second), locks.Wait(time.Hour))
 		for _, w := range ws {

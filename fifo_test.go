@@ -33,8 +33,7 @@ func queue(t *testing.T, l *locks.Lock, key any, n int, opts ...locks.Option) []
 func TestFIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		ws := queue(t, l, 9, 50, locks.Wait(time.Hour))
 		require.NoError(t, h.finish())
 		prev := h.lease.Fence
@@ -56,8 +55,7 @@ func TestFIFO(t *testing.T) {
 func TestFIFOOrderUnderChurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
-		h := startHold(t, context.Background(), l, "k")
-		<-h.granted
+		h := holding(t, l, "k")
 		var mu sync.Mutex
 		var order []int
 		var wg sync.WaitGroup
@@ -97,10 +95,8 @@ func TestNoBargingAtRelease(t *testing.T) {
 			return nil
 		}))
 		// w has not run yet, but the key is already its.
-		ok, err := l.TryHold(context.Background(), 9, mustNotRun(t))
-		require.NoError(t, err)
-		require.False(t, ok, "TryHold barged in at the release")
-		err = l.Hold(context.Background(), 9, mustNotRun(t), locks.Wait(0))
+		requireHeld(t, l, 9, "TryHold barged in at the release")
+		err := l.Hold(context.Background(), 9, mustNotRun(t), locks.Wait(0))
 		require.ErrorIs(t, err, locks.ErrInUse, "Hold barged in at the release")
 		<-w.granted
 		require.NoError(t, w.finish())
@@ -113,8 +109,7 @@ func TestNoBargingAtRelease(t *testing.T) {
 func TestCancelledHeadWaiter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		ctx, cancel := context.WithCancel(context.Background())
 		head := startHold(t, ctx, l, 9, locks.Wait(time.Hour))
 		synctest.Wait()
@@ -124,10 +119,7 @@ func TestCancelledHeadWaiter(t *testing.T) {
 		cancel()
 		err := head.wait()
 		require.Zero(t, time.Since(start), "left the line at once")
-		require.ErrorIs(t, err, context.Canceled)
-		e := asError(t, err)
-		require.Equal(t, name, e.Lock)
-		require.Equal(t, "9", e.Key)
+		requireNamesKey(t, err, context.Canceled, "9")
 		require.False(t, head.ran)
 
 		require.NoError(t, h.finish())
@@ -143,8 +135,7 @@ func TestCancelledHeadWaiter(t *testing.T) {
 func TestWaiterLeavesFromTheMiddle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		a := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		synctest.Wait()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -181,8 +172,7 @@ func TestWaiterLeavesFromTheMiddle(t *testing.T) {
 func TestTimedOutWaiterLeavesLine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		short := startHold(t, context.Background(), l, 9, locks.Wait(time.Second))
 		synctest.Wait()
 		long := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
@@ -191,9 +181,7 @@ func TestTimedOutWaiterLeavesLine(t *testing.T) {
 		err := short.wait()
 		require.EqualError(t, err, `lock invoices: key "9": held past the hold's wait: in use`)
 		require.False(t, short.ran)
-		ok, err := l.TryHold(context.Background(), 9, mustNotRun(t))
-		require.NoError(t, err)
-		require.False(t, ok)
+		requireHeld(t, l, 9)
 
 		require.NoError(t, h.finish())
 		<-long.granted
@@ -211,8 +199,7 @@ func TestCancelRacesGrant(t *testing.T) {
 	var granted, canceled int
 	for round := 0; round < 300; round++ {
 		withNext := round%2 == 0
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		ctx, cancel := context.WithCancel(context.Background())
 		w := startHold(t, ctx, l, 9, locks.Wait(time.Minute))
 		w.letGo() // return at once when granted
@@ -241,9 +228,7 @@ func TestCancelRacesGrant(t *testing.T) {
 			// The next in line gets the key either way.
 			require.NoError(t, next.finish(), "round %d", round)
 		}
-		ok, err := l.TryHold(context.Background(), 9, nop)
-		require.NoError(t, err)
-		require.True(t, ok, "round %d: the key was left held by nobody", round)
+		requireFree(t, l, 9, "round %d: the key was left held by nobody", round)
 		cancel()
 	}
 	t.Logf("granted %d, canceled %d", granted, canceled)
@@ -273,9 +258,7 @@ func TestCancelAfterGrantIsPassedOn(t *testing.T) {
 		}
 		<-next.granted
 		require.NoError(t, next.finish())
-		ok, err := l.TryHold(context.Background(), 9, nop)
-		require.NoError(t, err)
-		require.True(t, ok)
+		requireFree(t, l, 9)
 	})
 }
 
@@ -286,8 +269,7 @@ func TestLimit(t *testing.T) {
 	require.Equal(t, 10000, locks.MaxWaiters)
 	synctest.Test(t, func(t *testing.T) {
 		st, l := newLock(t)
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 
 		errs := make(chan error, 2*locks.MaxWaiters)
 		enqueue := func(ctx context.Context) {
@@ -312,9 +294,7 @@ func TestLimit(t *testing.T) {
 			requireKind(t, err, locks.ErrLimit, locks.Limit, name, "9")
 			require.Regexp(t, messageForm, err.Error())
 			require.Zero(t, time.Since(start), "fails at once")
-			ok, err := l.TryHold(context.Background(), 9, mustNotRun(t))
-			require.NoError(t, err)
-			require.False(t, ok)
+			requireHeld(t, l, 9)
 		}
 		full()
 
@@ -346,8 +326,7 @@ func TestLimit(t *testing.T) {
 func TestLimitFreesUpAsTheLineMoves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, l := newLock(t)
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		first := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		synctest.Wait()
 		errs := make(chan error, locks.MaxWaiters)

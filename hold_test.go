@@ -29,16 +29,12 @@ func TestHoldReturnsWhatFnReturned(t *testing.T) {
 			require.NotZero(t, ls.Fence)
 			require.False(t, ls.Granted.IsZero())
 			require.True(t, ls.Deadline.IsZero(), "maxHold is off unless given")
-			ok, err := l.TryHold(context.Background(), 9, mustNotRun(t))
-			require.NoError(t, err)
-			require.False(t, ok, "the key is held while fn runs")
+			requireHeld(t, l, 9, "the key is held while fn runs")
 			return want
 		})
 		require.True(t, ran)
 		require.Equal(t, want, err, "Hold returns fn's error itself")
-		ok, err := l.TryHold(context.Background(), 9, nop)
-		require.NoError(t, err)
-		require.True(t, ok, "the key is let go when fn returns")
+		requireFree(t, l, 9, "the key is let go when fn returns")
 	}
 }
 
@@ -59,8 +55,7 @@ func TestHoldValue(t *testing.T) {
 	require.Equal(t, fnErr, err)
 	require.Equal(t, "partial", v)
 
-	h := startHold(t, context.Background(), l, 9)
-	<-h.granted
+	h := holding(t, l, 9)
 	v, err = locks.HoldValue(context.Background(), l, 9, func(context.Context, *locks.Lease) (string, error) {
 		t.Error("ran while the key was held")
 		return "x", nil
@@ -82,8 +77,7 @@ func TestTryHold(t *testing.T) {
 	require.True(t, ok)
 	require.NoError(t, err)
 
-	h := startHold(t, context.Background(), l, 9)
-	<-h.granted
+	h := holding(t, l, 9)
 	ok, err = l.TryHold(context.Background(), 9, mustNotRun(t))
 	require.False(t, ok)
 	require.NoError(t, err)
@@ -156,8 +150,7 @@ func TestHammerOneHolder(t *testing.T) {
 func TestPanicLetsKeyGo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t, locks.Shards(1))
-		other := startHold(t, context.Background(), l, "other")
-		<-other.granted
+		other := holding(t, l, "other")
 
 		var w *hold
 		holdErr := errors.New("not returned")
@@ -176,19 +169,13 @@ func TestPanicLetsKeyGo(t *testing.T) {
 
 		<-w.granted // the next in line got the key
 		require.NoError(t, w.finish())
-		ok, err := l.TryHold(context.Background(), 9, nop)
-		require.NoError(t, err)
-		require.True(t, ok, "the key is free")
+		requireFree(t, l, 9, "the key is free")
 
 		// Keys of the same shard carry on.
 		require.NoError(t, l.Hold(context.Background(), "third", nop, locks.Wait(0)))
-		ok, err = l.TryHold(context.Background(), "other", mustNotRun(t))
-		require.NoError(t, err)
-		require.False(t, ok, "the other key is still held by its holder")
+		requireHeld(t, l, "other", "the other key is still held by its holder")
 		require.NoError(t, other.finish())
-		ok, err = l.TryHold(context.Background(), "other", nop)
-		require.NoError(t, err)
-		require.True(t, ok)
+		requireFree(t, l, "other")
 	})
 }
 
@@ -201,8 +188,7 @@ func TestPanicWithMaxHoldLetsKeyGo(t *testing.T) {
 			_ = l.Hold(context.Background(), 9, func(context.Context, *locks.Lease) error { panic("boom") },
 				locks.MaxHold(time.Second))
 		})
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		time.Sleep(time.Hour)
 		require.NoError(t, h.ctx.Err(), "the panicked hold's maxHold does not revoke the next holder")
 		require.NoError(t, h.finish())
@@ -236,9 +222,7 @@ func TestGoexitLetsKeyGo(t *testing.T) {
 		require.False(t, returned)
 		<-w.granted
 		require.NoError(t, w.finish())
-		ok, err := l.TryHold(context.Background(), 9, nop)
-		require.NoError(t, err)
-		require.True(t, ok)
+		requireFree(t, l, 9)
 	})
 }
 
@@ -289,9 +273,7 @@ func TestFnContextEndsWhenCallerEnds(t *testing.T) {
 			require.NotErrorIs(t, context.Cause(h.ctx), locks.ErrLost)
 
 			time.Sleep(time.Minute)
-			ok, err := l.TryHold(context.Background(), 9, mustNotRun(t))
-			require.NoError(t, err)
-			require.False(t, ok, "the key is still held")
+			requireHeld(t, l, 9, "the key is still held")
 			require.False(t, isClosed(w.granted), "the key did not pass on")
 
 			require.Equal(t, ret, h.finish(), "Hold returns what fn returned")
@@ -337,14 +319,10 @@ func TestEndedContext(t *testing.T) {
 			}, locks.MaxHold(time.Second))
 			require.ErrorIs(t, err, c.want)
 
-			h := startHold(t, context.Background(), l, 9)
-			<-h.granted
+			h := holding(t, l, 9)
 			require.Equal(t, first+1, h.lease.Fence, "the failed calls used no fence")
 			err = l.Hold(c.ctx, 9, mustNotRun(t), locks.Wait(time.Hour))
-			require.ErrorIs(t, err, c.want, "held key: fails at once")
-			e := asError(t, err)
-			require.Equal(t, name, e.Lock)
-			require.Equal(t, "9", e.Key)
+			requireNamesKey(t, err, c.want, "9", "held key: fails at once")
 			require.NoError(t, h.finish())
 			require.Equal(t, first+2, fenceOf(t, l, 9), "nothing was queued, no fence was used")
 		})
@@ -384,8 +362,7 @@ func TestHoldNilOnlyIfFnRanAndReturnedNil(t *testing.T) {
 func TestRejectedCallsUseNoFence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t, locks.Shards(1))
-		h := startHold(t, context.Background(), l, "held")
-		<-h.granted
+		h := holding(t, l, "held")
 		last := h.lease.Fence
 		canceled, cancel := context.WithCancel(context.Background())
 		cancel()

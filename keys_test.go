@@ -48,19 +48,14 @@ func TestKeyIdentity(t *testing.T) {
 	}
 	for _, holder := range spellings {
 		t.Run("held as "+holder.name, func(t *testing.T) {
-			h := startHold(t, context.Background(), l, holder.key)
-			<-h.granted
+			h := holding(t, l, holder.key)
 			require.Equal(t, name, h.lease.Lock)
 			require.Equal(t, "9", h.lease.Key)
 			for _, other := range spellings {
-				ok, err := l.TryHold(context.Background(), other.key, mustNotRun(t))
-				require.NoError(t, err, other.name)
-				require.False(t, ok, "TryHold(%s) while %s is held", other.name, holder.name)
+				requireHeld(t, l, other.key, "TryHold(%s) while %s is held", other.name, holder.name)
 			}
 			require.NoError(t, h.finish())
-			ok, err := l.TryHold(context.Background(), holder.key, nop)
-			require.NoError(t, err)
-			require.True(t, ok, "the key is free again once its holder returned")
+			requireFree(t, l, holder.key, "the key is free again once its holder returned")
 		})
 	}
 }
@@ -88,9 +83,7 @@ func TestIntegerKeysText(t *testing.T) {
 			var got string
 			require.NoError(t, l.Hold(context.Background(), c.key, func(_ context.Context, ls *locks.Lease) error {
 				got = ls.Key
-				ok, err := l.TryHold(context.Background(), c.text, mustNotRun(t))
-				require.NoError(t, err)
-				require.False(t, ok, "the text %q is the same key", c.text)
+				requireHeld(t, l, c.text, "the text %q is the same key", c.text)
 				return nil
 			}))
 			require.Equal(t, c.text, got)
@@ -98,9 +91,7 @@ func TestIntegerKeysText(t *testing.T) {
 	}
 	// "007" and 7 are two keys.
 	require.NoError(t, l.Hold(context.Background(), "007", func(context.Context, *locks.Lease) error {
-		ok, err := l.TryHold(context.Background(), 7, nop)
-		require.NoError(t, err)
-		require.True(t, ok)
+		requireFree(t, l, 7)
 		return nil
 	}))
 }
@@ -113,12 +104,8 @@ func TestByteKeyIsCopied(t *testing.T) {
 	require.NoError(t, l.Hold(context.Background(), b, func(_ context.Context, ls *locks.Lease) error {
 		copy(b, "xyz")
 		require.Equal(t, "abc", ls.Key)
-		ok, err := l.TryHold(context.Background(), "abc", mustNotRun(t))
-		require.NoError(t, err)
-		require.False(t, ok)
-		ok, err = l.TryHold(context.Background(), "xyz", nop)
-		require.NoError(t, err)
-		require.True(t, ok)
+		requireHeld(t, l, "abc")
+		requireFree(t, l, "xyz")
 		return nil
 	}))
 }
@@ -252,14 +239,11 @@ func TestTwoHandlesShareKeys(t *testing.T) {
 	st := newStore(t, locks.Shards(1))
 	a, b := openLock(t, st, name), openLock(t, st, name)
 	other := openLock(t, st, "receipts")
-	h := startHold(t, context.Background(), a, 42)
-	<-h.granted
+	h := holding(t, a, 42)
 
-	ok, err := b.TryHold(context.Background(), 42, mustNotRun(t))
-	require.NoError(t, err)
-	require.False(t, ok, "a second handle of the same name shares the key")
+	requireHeld(t, b, 42, "a second handle of the same name shares the key")
 
-	ok, err = other.TryHold(context.Background(), 42, func(_ context.Context, ls *locks.Lease) error {
+	ok, err := other.TryHold(context.Background(), 42, func(_ context.Context, ls *locks.Lease) error {
 		require.Equal(t, "receipts", ls.Lock)
 		return nil
 	})
@@ -268,9 +252,7 @@ func TestTwoHandlesShareKeys(t *testing.T) {
 	require.NoError(t, other.Hold(context.Background(), "42", nop, locks.Wait(0)))
 
 	require.NoError(t, h.finish())
-	ok, err = b.TryHold(context.Background(), 42, nop)
-	require.NoError(t, err)
-	require.True(t, ok)
+	requireFree(t, b, 42)
 }
 
 // TestKeysAreIndependent: holding invoice 42 never makes invoice 43 wait,
@@ -278,14 +260,11 @@ func TestTwoHandlesShareKeys(t *testing.T) {
 // touch 43 either.
 func TestKeysAreIndependent(t *testing.T) {
 	_, l := newLock(t, locks.Shards(1))
-	h := startHold(t, context.Background(), l, 42)
-	<-h.granted
+	h := holding(t, l, 42)
 	w := startHold(t, context.Background(), l, 42, locks.Wait(time.Hour))
 	for i := 43; i < 143; i++ {
 		require.NoError(t, l.Hold(context.Background(), i, nop, locks.Wait(0)), "key %d", i)
-		ok, err := l.TryHold(context.Background(), i, nop)
-		require.NoError(t, err)
-		require.True(t, ok, "key %d", i)
+		requireFree(t, l, i, "key %d", i)
 	}
 	require.NoError(t, h.finish())
 	require.NoError(t, w.finish())

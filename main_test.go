@@ -69,6 +69,23 @@ func fenceOf(t testing.TB, l *locks.Lock, key any) uint64 {
 	return fence
 }
 
+// requireFree checks that key is free in l: TryHold takes it at once.
+func requireFree(t testing.TB, l *locks.Lock, key any, msgAndArgs ...any) {
+	t.Helper()
+	ok, err := l.TryHold(context.Background(), key, nop)
+	require.NoError(t, err, msgAndArgs...)
+	require.True(t, ok, msgAndArgs...)
+}
+
+// requireHeld checks that key is held in l: TryHold answers (false, nil)
+// without running its function.
+func requireHeld(t testing.TB, l *locks.Lock, key any, msgAndArgs ...any) {
+	t.Helper()
+	ok, err := l.TryHold(context.Background(), key, mustNotRun(t))
+	require.NoError(t, err, msgAndArgs...)
+	require.False(t, ok, msgAndArgs...)
+}
+
 // isClosed reports whether ch is closed, without waiting.
 func isClosed(ch <-chan struct{}) bool {
 	select {
@@ -127,6 +144,14 @@ func startHoldRet(t testing.TB, ctx context.Context, l *locks.Lock, key any, ret
 	return h
 }
 
+// holding is startHold with a background context that returns once fn
+// runs: the key is held until h.letGo().
+func holding(t testing.TB, l *locks.Lock, key any, opts ...locks.Option) *hold {
+	h := startHold(t, context.Background(), l, key, opts...)
+	<-h.granted
+	return h
+}
+
 // letGo makes h's function return. Idempotent.
 func (h *hold) letGo() { h.once.Do(func() { close(h.letGoCh) }) }
 
@@ -160,6 +185,17 @@ func requireKind(t testing.TB, err error, sentinel error, k locks.Kind, lock, ke
 	require.Equal(t, k, e.Kind, "kind of %q", err)
 	require.Equal(t, lock, e.Lock, "lock of %q", err)
 	require.Equal(t, key, e.Key, "key of %q", err)
+}
+
+// requireNamesKey checks that err matches target (errors.Is) and is a
+// *locks.Error naming the lock "invoices" and key: the form of a context's
+// error from Hold (SPEC §3).
+func requireNamesKey(t testing.TB, err, target error, key string, msgAndArgs ...any) {
+	t.Helper()
+	require.ErrorIs(t, err, target, msgAndArgs...)
+	e := asError(t, err)
+	require.Equal(t, name, e.Lock)
+	require.Equal(t, key, e.Key)
 }
 
 // ctxKey is a context key of the tests.

@@ -55,9 +55,7 @@ func TestMaxHoldRevokes(t *testing.T) {
 					<-next.granted
 					require.Equal(t, ls.Fence+1, next.lease.Fence)
 					require.Zero(t, time.Since(next.lease.Granted), "granted at the revocation")
-					ok, err := l.TryHold(context.Background(), "m", mustNotRun(t))
-					require.NoError(t, err)
-					require.False(t, ok)
+					requireHeld(t, l, "m")
 					time.Sleep(time.Second) // a revoked fn that takes its time
 					return ret
 				}, locks.MaxHold(maxHold))
@@ -71,9 +69,7 @@ func TestMaxHoldRevokes(t *testing.T) {
 				require.False(t, lease.Deadline.IsZero())
 
 				// The revoked fn returning did not disturb the new holder.
-				ok, err2 := l.TryHold(context.Background(), "m", mustNotRun(t))
-				require.NoError(t, err2)
-				require.False(t, ok)
+				requireHeld(t, l, "m")
 				require.NoError(t, next.ctx.Err())
 				require.NoError(t, next.finish())
 			})
@@ -109,8 +105,7 @@ func TestMaxHoldCountsFromTheGrant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
 		start := time.Now()
-		h := startHold(t, context.Background(), l, "m")
-		<-h.granted
+		h := holding(t, l, "m")
 		w := startHold(t, context.Background(), l, "m", locks.MaxHold(3*time.Second), locks.Wait(time.Hour))
 		time.Sleep(4 * time.Second)
 		require.NoError(t, h.finish())

@@ -31,8 +31,7 @@ func TestHoldInTransactionIsInvalid(t *testing.T) {
 		}
 		require.Equal(t, first+1, fenceOf(t, l, 9), "no fence used")
 
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		start := time.Now()
 		err := l.Hold(tx, 9, mustNotRun(t), locks.Wait(time.Hour))
 		requireKind(t, err, locks.ErrInvalid, locks.Invalid, name, "9")
@@ -62,8 +61,7 @@ func TestTryHoldInTransaction(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 
-	h := startHold(t, context.Background(), l, 9)
-	<-h.granted
+	h := holding(t, l, 9)
 	ok, err = l.TryHold(tx, 9, mustNotRun(t))
 	require.NoError(t, err)
 	require.False(t, ok)

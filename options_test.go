@@ -96,13 +96,10 @@ func TestOptionsAtHold(t *testing.T) {
 			require.Equal(t, first+1, fenceOf(t, l, 9), "a rejected Hold used a fence")
 
 			// On a held key: at once, not after a wait.
-			h := startHold(t, context.Background(), l, 9)
-			<-h.granted
+			h := holding(t, l, 9)
 			err = l.Hold(context.Background(), 9, mustNotRun(t), c.opts...)
 			requireKind(t, err, locks.ErrInvalid, locks.Invalid, name, "9")
-			ok, err := l.TryHold(context.Background(), 9, mustNotRun(t))
-			require.NoError(t, err)
-			require.False(t, ok, "the holder keeps the key")
+			requireHeld(t, l, 9, "the holder keeps the key")
 			require.Equal(t, first+2, h.lease.Fence)
 			require.NoError(t, h.finish())
 			require.Equal(t, first+3, fenceOf(t, l, 9), "the rejected Hold queued behind the holder")
@@ -120,8 +117,7 @@ func TestLockDefaultsAndHoldOverrides(t *testing.T) {
 		short := openLock(t, st, name, locks.Wait(2*time.Second), locks.MaxHold(3*time.Second))
 		plain := openLock(t, st, name)
 
-		h := startHold(t, context.Background(), plain, 9)
-		<-h.granted
+		h := holding(t, plain, 9)
 		require.True(t, h.lease.Deadline.IsZero(), "maxHold is off unless given")
 
 		start := time.Now()

@@ -62,8 +62,7 @@ func TestWaitTiming(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				_, l := newLock(t)
-				h := startHold(t, context.Background(), l, 9)
-				<-h.granted
+				h := holding(t, l, 9)
 				// Start late, off the tick, so rounding is exercised.
 				time.Sleep(1234567 * time.Nanosecond)
 				w := startTimedWait(t, context.Background(), l, 9, c.opts...)
@@ -81,9 +80,7 @@ func TestWaitTiming(t *testing.T) {
 				require.LessOrEqual(t, w.elapsed, c.want+tick, "fired late")
 
 				// The holder kept the key throughout.
-				ok, err := l.TryHold(context.Background(), 9, mustNotRun(t))
-				require.NoError(t, err)
-				require.False(t, ok)
+				requireHeld(t, l, 9)
 				require.NoError(t, h.finish())
 			})
 		})
@@ -96,8 +93,7 @@ func TestDefaultWaitExactly10s(t *testing.T) {
 	require.Equal(t, 10*time.Second, locks.DefaultWait)
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
-		h := startHold(t, context.Background(), l, "9")
-		<-h.granted
+		h := holding(t, l, "9")
 		w := startTimedWait(t, context.Background(), l, 9)
 		time.Sleep(9999 * time.Millisecond)
 		synctest.Wait()
@@ -117,8 +113,7 @@ func TestWaitZeroDoesNotWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
 		require.NoError(t, l.Hold(context.Background(), 9, nop, locks.Wait(0)))
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		start := time.Now()
 		err := l.Hold(context.Background(), 9, mustNotRun(t), locks.Wait(0))
 		require.Zero(t, time.Since(start))
@@ -141,8 +136,7 @@ func TestVeryLongWaits(t *testing.T) {
 		t.Run(d.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				_, l := newLock(t)
-				h := startHold(t, context.Background(), l, 9)
-				<-h.granted
+				h := holding(t, l, 9)
 				w := startHold(t, context.Background(), l, 9, locks.Wait(d))
 				synctest.Wait()
 				require.False(t, isClosed(w.done), "failed at once")
@@ -163,8 +157,7 @@ func TestVeryLongWaitFiresAtItsTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const year = 365 * 24 * time.Hour
 		_, l := newLock(t)
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		w := startTimedWait(t, context.Background(), l, 9, locks.Wait(year))
 		forever := startHold(t, context.Background(), l, 9, locks.Wait(math.MaxInt64))
 		time.Sleep(year - time.Nanosecond)
@@ -189,8 +182,7 @@ func TestVeryLongWaitFiresAtItsTime(t *testing.T) {
 func TestWaiterKeepsOriginalDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		ctx, cancel := context.WithCancel(context.Background())
 		gone := startHold(t, ctx, l, 9, locks.Wait(time.Hour))
 		synctest.Wait()
@@ -222,8 +214,7 @@ func TestWaiterKeepsOriginalDeadline(t *testing.T) {
 func TestWaitCountsFromTheCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		time.Sleep(time.Minute)
 		w := startTimedWait(t, context.Background(), l, 9, locks.Wait(5*time.Second))
 		<-w.done
@@ -239,18 +230,14 @@ func TestWaitCountsFromTheCall(t *testing.T) {
 func TestWaiterContextDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		w := startTimedWait(t, ctx, l, 9, locks.Wait(10*time.Second))
 		<-w.done
-		require.ErrorIs(t, w.err, context.DeadlineExceeded)
+		requireNamesKey(t, w.err, context.DeadlineExceeded, "9")
 		require.NotErrorIs(t, w.err, locks.ErrInUse)
 		require.Equal(t, 2*time.Second, w.elapsed)
-		e := asError(t, w.err)
-		require.Equal(t, name, e.Lock)
-		require.Equal(t, "9", e.Key)
 		require.NoError(t, h.finish())
 	})
 }
@@ -259,8 +246,7 @@ func TestWaiterContextDeadline(t *testing.T) {
 // early, and fires (very generously, for a loaded machine) within seconds.
 func TestWaitRealClock(t *testing.T) {
 	_, l := newLock(t)
-	h := startHold(t, context.Background(), l, 9)
-	<-h.granted
+	h := holding(t, l, 9)
 	const wait = 50 * time.Millisecond
 	start := time.Now()
 	err := l.Hold(context.Background(), 9, mustNotRun(t), locks.Wait(wait))
@@ -278,8 +264,7 @@ func TestTimerTickRoundsUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const coarse = 100 * time.Millisecond
 		_, l := newLock(t, locks.TimerTick(coarse))
-		h := startHold(t, context.Background(), l, 9)
-		<-h.granted
+		h := holding(t, l, 9)
 		for _, d := range []time.Duration{time.Nanosecond, 50 * time.Millisecond, coarse, 150 * time.Millisecond, 10 * time.Second} {
 			w := startTimedWait(t, context.Background(), l, 9, locks.Wait(d))
 			<-w.done

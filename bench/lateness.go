@@ -31,6 +31,26 @@ func dueTimes(n int, t0 time.Time) []time.Time {
 	return due
 }
 
+// armDue calls arm(i, d) for each due time still d > 0 ahead, and returns
+// how many were already past (could not be armed before they were due).
+func armDue(due []time.Time, arm func(i int, d time.Duration)) (overran int) {
+	for i := range due {
+		d := time.Until(due[i])
+		if d <= 0 {
+			overran++
+			continue
+		}
+		arm(i, d)
+	}
+	return overran
+}
+
+// ctxDone is observe's done for deadlines seen as contexts: those not armed
+// (nil) and those whose context reports Err.
+func ctxDone(ctxs []context.Context) func(i int) bool {
+	return func(i int) bool { return ctxs[i] == nil || ctxs[i].Err() != nil }
+}
+
 // observe walks deadlines 0..n-1 in due order, waiting (yielding the
 // processor) until done(i), and notes in late[i] how long after at(i) it
 // saw it.
@@ -78,8 +98,7 @@ func fireLocks(env *Env, n int, lead time.Duration) ([]time.Duration, int) {
 	}
 	armed.Wait()
 	late := make([]time.Duration, n)
-	observe(n, func(i int) bool { return ctxs[i] == nil || ctxs[i].Err() != nil },
-		func(i int) time.Time { return deadlines[i] }, late)
+	observe(n, ctxDone(ctxs), func(i int) time.Time { return deadlines[i] }, late)
 	close(finish)
 	done.Wait()
 	return late, int(overran.Load())
@@ -89,24 +108,17 @@ func fireWithTimeout(_ *Env, n int, lead time.Duration) ([]time.Duration, int) {
 	due := dueTimes(n, time.Now().Add(lead))
 	ctxs := make([]context.Context, n)
 	cancels := make([]context.CancelFunc, n)
-	overran := 0
-	for i := range n {
-		d := time.Until(due[i])
-		if d <= 0 {
-			overran++
-			continue
-		}
+	overran := armDue(due, func(i int, d time.Duration) {
 		ctxs[i], cancels[i] = context.WithTimeout(context.Background(), d)
-	}
+	})
 	late := make([]time.Duration, n)
-	observe(n, func(i int) bool { return ctxs[i] == nil || ctxs[i].Err() != nil },
-		func(i int) time.Time {
-			if ctxs[i] == nil {
-				return due[i]
-			}
-			at, _ := ctxs[i].Deadline()
-			return at
-		}, late)
+	observe(n, ctxDone(ctxs), func(i int) time.Time {
+		if ctxs[i] == nil {
+			return due[i]
+		}
+		at, _ := ctxs[i].Deadline()
+		return at
+	}, late)
 	for _, cancel := range cancels {
 		if cancel != nil {
 			cancel()
@@ -119,17 +131,11 @@ func fireAfterFunc(_ *Env, n int, lead time.Duration) ([]time.Duration, int) {
 	due := dueTimes(n, time.Now().Add(lead))
 	late := make([]time.Duration, n)
 	var wg sync.WaitGroup
-	overran := 0
-	for i := range n {
-		d := time.Until(due[i])
-		if d <= 0 {
-			overran++
-			continue
-		}
+	overran := armDue(due, func(i int, d time.Duration) {
 		wg.Add(1)
 		at := time.Now().Add(d)
 		time.AfterFunc(d, func() { late[i] = time.Since(at); wg.Done() })
-	}
+	})
 	wg.Wait()
 	return late, overran
 }

@@ -8,12 +8,22 @@ import (
 	"time"
 )
 
-// holdsWhile reports whether l.Hold(other) completes within 300 ms while
-// another goroutine holds key.
-func holdsWhile(l Locker, key, other string) bool {
+// holdInGoroutine holds key in l from a new goroutine and returns once it
+// is held; letGo lets it go and waits until that Hold has returned.
+func holdInGoroutine(l Locker, key string) (letGo func()) {
 	held, release, gone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() { l.Hold(key, func() { close(held); <-release }); close(gone) }()
 	<-held
+	return func() {
+		close(release)
+		<-gone
+	}
+}
+
+// holdsWhile reports whether l.Hold(other) completes within 300 ms while
+// another goroutine holds key.
+func holdsWhile(l Locker, key, other string) bool {
+	letGo := holdInGoroutine(l, key)
 	done := make(chan struct{})
 	go func() { l.Hold(other, func() {}); close(done) }()
 	ok := true
@@ -22,8 +32,7 @@ func holdsWhile(l Locker, key, other string) bool {
 	case <-time.After(300 * time.Millisecond):
 		ok = false
 	}
-	close(release)
-	<-gone
+	letGo()
 	<-done
 	return ok
 }
@@ -103,15 +112,11 @@ func TestHoldWaitTimesOut(t *testing.T) {
 		t.Run(p.Name, func(t *testing.T) {
 			l := p.New()
 			defer l.Close()
-			held, release := make(chan struct{}), make(chan struct{})
-			done := make(chan struct{})
-			go func() { l.Hold("k", func() { close(held); <-release }); close(done) }()
-			<-held
+			letGo := holdInGoroutine(l, "k")
 			if l.HoldWait("k", 10*time.Millisecond, func() { t.Error("ran fn on a held key") }) {
 				t.Error("HoldWait on a held key reported success")
 			}
-			close(release)
-			<-done
+			letGo()
 		})
 	}
 }

@@ -222,19 +222,10 @@ func (d *driver) apply(op Op) {
 		d.model.Close()
 		d.check()
 	case OpCloseInside:
-		if id := d.back(op.Back); d.running(id) {
-			d.send(id, cmdClose)
-			synctest.Wait()
-			d.model.Close()
-			d.check()
-		}
+		d.command(d.back(op.Back), cmdClose, d.model.Close)
 	case OpNested:
-		if id := d.back(op.Back); d.running(id) {
-			d.send(id, cmdNested)
-			synctest.Wait()
-			d.model.Nested(id)
-			d.check()
-		}
+		id := d.back(op.Back)
+		d.command(id, cmdNested, func() { d.model.Nested(id) })
 	case OpRaceCancel:
 		w := d.back(op.Back)
 		if w < 0 {
@@ -313,12 +304,18 @@ func (d *driver) hold(op Op, race int) {
 }
 
 func (d *driver) release(id int, how How) {
+	d.command(id, [...]cmd{cmdRelease, cmdPanic, cmdGoexit}[how], func() { d.model.Release(id, how) })
+}
+
+// command gives call id's fn c, if it runs, lets the bubble settle, applies
+// the same to the model with apply, and compares.
+func (d *driver) command(id int, c cmd, apply func()) {
 	if !d.running(id) {
 		return
 	}
-	d.send(id, [...]cmd{cmdRelease, cmdPanic, cmdGoexit}[how])
+	d.send(id, c)
 	synctest.Wait()
-	d.model.Release(id, how)
+	apply()
 	d.check()
 }
 

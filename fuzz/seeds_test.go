@@ -218,58 +218,6 @@ func storeSeeds() map[string]Script {
 	return out
 }
 
-// wheelSeeds are FuzzTimerWheel's seeds (see runWheel for the format).
-func wheelSeeds() map[string][]byte {
-	op := func(kind, idx, c, v byte) []byte { return []byte{kind, idx, c, v} }
-	cat := func(parts ...[]byte) []byte {
-		var out []byte
-		for _, p := range parts {
-			out = append(out, p...)
-		}
-		return out
-	}
-	drive := func(n int) []byte { // advance to Next n times
-		var out []byte
-		for range n {
-			out = append(out, op(5, 0, 0, 0)...)
-		}
-		return out
-	}
-	var boundaries, starts []byte
-	for l := range byte(6) {
-		for j, dv := range []byte{0xff, 0, 1} { // one tick before, at, after the span
-			boundaries = append(boundaries, op(0, l*3+byte(j), 1|l<<3, dv)...)
-			starts = append(starts, op(0, l*3+byte(j), 2|l<<3, dv)...)
-		}
-	}
-	return map[string][]byte{
-		// Durations exactly at a level's span, one tick either side.
-		"level-boundaries": cat([]byte{0, 0, 7}, boundaries, drive(40)),
-		// Timers at the start of the next bucket of each level, and around it.
-		"level-bucket-starts": cat([]byte{0, 1, 0}, starts, drive(40)),
-		// Sub-tick, zero, negative, now, math.MaxInt64.
-		"sub-tick-zero-negative-max": cat([]byte{0, 0, 3},
-			op(0, 0, 3, 0), op(0, 1, 3, 1), op(0, 2, 3, 2), op(0, 3, 3, 3), op(0, 4, 3, 4), op(0, 5, 3, 5),
-			op(0, 6, 3, 6), op(0, 7, 3, 7), op(0, 8, 3, 8), op(0, 9, 3, 9), op(0, 10, 3, 10),
-			op(0, 11, 4, 1), op(0, 12, 4, 6), op(0, 13, 4, 7), op(3, 0, 0, 0), op(3, 0, 0, 1),
-			drive(10), op(3, 0, 3, 6), drive(3)),
-		// A timer added while the due ones are handed back, at now and just after.
-		"added-during-expiry": cat([]byte{0, 0, 0}, op(0, 0, 0, 1), op(0, 1, 0, 1), op(3, 0x80, 0, 1),
-			op(3, 0x81, 3, 3), op(3, 0x82, 0, 2), drive(3), op(3, 0x80|5, 1, 0), drive(3)),
-		// A wheel idle for a long time, then given a short deadline.
-		"idle-then-short": cat([]byte{0, 0, 0}, op(0, 0, 1|7<<3, 0), op(3, 0, 1|6<<3, 0), op(3, 0, 1|5<<3, 3),
-			op(0, 1, 0, 1), op(0, 2, 4, 1), drive(5)),
-		// Cancelled timers do not keep the wheel busy or counted.
-		"cancelled-timers-freed": cat([]byte{0, 0, 0}, op(0, 0, 1|3<<3, 0), op(0, 1, 1|4<<3, 0),
-			op(0, 2, 0, 200), op(0, 3, 3, 1), op(2, 0, 0, 0), op(2, 1, 0, 0), op(2, 2, 0, 0), op(2, 3, 0, 0),
-			op(2, 3, 0, 0), drive(2), op(3, 0, 3, 6)),
-		// Rescheduling moves a timer; the clock never goes back.
-		"reschedule-and-go-back": cat([]byte{1, 9, 9}, op(0, 0, 0, 10), op(0, 0, 0, 3), op(1, 0, 1|1<<3, 0),
-			op(3, 0, 0, 2), op(3, 0, 3, 0), op(0, 1, 3, 4), op(3, 0, 3, 1), drive(5)),
-		"coarse-tick": cat([]byte{7, 0, 1}, op(0, 0, 4, 3), op(0, 1, 0, 1), op(0, 2, 1|2<<3, 0), drive(6)),
-	}
-}
-
 // queueSeeds are FuzzWaitQueue's seeds: pairs (op%3: push, pop, remove;
 // arg: list<<7 | element).
 func queueSeeds() map[string][]byte {
@@ -292,9 +240,6 @@ func TestSeedCorpus(t *testing.T) {
 	files := map[string][]byte{}
 	for name, s := range storeSeeds() {
 		files[filepath.Join("FuzzStore", name)] = Encode(s)
-	}
-	for name, data := range wheelSeeds() {
-		files[filepath.Join("FuzzTimerWheel", name)] = data
 	}
 	for name, data := range queueSeeds() {
 		files[filepath.Join("FuzzWaitQueue", name)] = data

@@ -1,7 +1,6 @@
 package timerwheel_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
@@ -23,10 +22,12 @@ const dueNow = math.MinInt64
 type model struct {
 	tick time.Duration
 	now  time.Duration
-	exp  map[int]int64 // timer index -> expiry tick, or dueNow
+	exp  map[int]int64         // scheduled timer index -> expiry tick, or dueNow
+	when map[int]time.Duration // timer index -> the instant it was last scheduled for
 }
 
 func (m *model) schedule(i int, at time.Duration) {
+	m.when[i] = at
 	if at <= m.now {
 		m.exp[i] = dueNow
 		return
@@ -59,8 +60,8 @@ func (m *model) advance(now time.Duration) []int {
 	return fired
 }
 
-// earliest returns the first instant a timer fires at, saturated at
-// math.MaxInt64, or ok == false if there is none.
+// earliest returns the first instant a timer fires at (now, if one is due
+// now), saturated at math.MaxInt64, or ok == false if there is none.
 func (m *model) earliest() (at time.Duration, ok bool) {
 	first := int64(math.MaxInt64)
 	for _, e := range m.exp {
@@ -77,12 +78,105 @@ func (m *model) earliest() (at time.Duration, ok bool) {
 	return time.Duration(first) * m.tick, true
 }
 
-// addSat returns a+b saturated at math.MaxInt64 (b may be negative).
+// addSat returns a+b saturated at math.MaxInt64 and math.MinInt64.
 func addSat(a, b time.Duration) time.Duration {
-	if b > 0 && a > math.MaxInt64-b {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
 		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
 	}
 	return a + b
+}
+
+// pair is a wheel of n timers (timer i has Value i) and the model, driven by
+// the same operations: TestModelRandom's and FuzzTimerWheel's.
+type pair struct {
+	w      *wheel
+	m      *model
+	timers []timer
+	due    []*timer // Advance's slice, reused
+}
+
+func newPair(tick, start time.Duration, n int) *pair {
+	p := &pair{
+		w:      timerwheel.New[int](tick, start),
+		m:      &model{tick: tick, now: start, exp: map[int]int64{}, when: map[int]time.Duration{}},
+		timers: make([]timer, n),
+	}
+	for i := range p.timers {
+		p.timers[i].Value = i
+	}
+	return p
+}
+
+func (p *pair) schedule(i int, at time.Duration) {
+	p.w.Schedule(&p.timers[i], at)
+	p.m.schedule(i, at)
+}
+
+func (p *pair) cancel(i int) error {
+	if want, got := p.m.cancel(i), p.w.Cancel(&p.timers[i]); got != want {
+		return fmt.Errorf("Cancel(%d) = %v, want %v", i, got, want)
+	}
+	return nil
+}
+
+// advance moves both to now, checks that the wheel hands back exactly the
+// model's due timers, each unscheduled, and returns how many fired.
+func (p *pair) advance(now time.Duration) (fired int, err error) {
+	p.due = p.w.Advance(now, p.due[:0])
+	var got []int
+	for _, tm := range p.due {
+		if tm.Scheduled() {
+			return 0, fmt.Errorf("Advance(%v) handed back timer %d still scheduled", now, tm.Value)
+		}
+		got = append(got, tm.Value)
+	}
+	slices.Sort(got)
+	if want := p.m.advance(now); !slices.Equal(got, want) {
+		return 0, fmt.Errorf("Advance(%v) handed back %v, want %v", now, got, want)
+	}
+	return len(got), nil
+}
+
+// check compares the wheel with the model after an operation: the wheel's
+// own invariants (export_test.go), Len, Now, every timer's Scheduled and
+// When, and Next: Now while a timer is due now, else after Now and never
+// later than the earliest timer.
+func (p *pair) check() error {
+	w, m := p.w, p.m
+	if err := w.CheckInvariants(); err != nil {
+		return err
+	}
+	if w.Len() != len(m.exp) {
+		return fmt.Errorf("Len() = %d, want %d", w.Len(), len(m.exp))
+	}
+	if w.Now() != m.now {
+		return fmt.Errorf("Now() = %v, want %v", w.Now(), m.now)
+	}
+	for i := range p.timers {
+		_, want := m.exp[i]
+		if got := p.timers[i].Scheduled(); got != want {
+			return fmt.Errorf("timer %d Scheduled() = %v, want %v", i, got, want)
+		}
+		if got := p.timers[i].When(); got != m.when[i] {
+			return fmt.Errorf("timer %d When() = %v, want %v", i, got, m.when[i])
+		}
+	}
+	next, ok := w.Next()
+	first, wantOK := m.earliest()
+	switch {
+	case ok != wantOK:
+		return fmt.Errorf("Next() ok = %v with %d timers", ok, len(m.exp))
+	case !ok:
+	case first == m.now && next != m.now:
+		return fmt.Errorf("Next() = %v with a timer due now, want Now %v", next, m.now)
+	case first > m.now && (next > first || next <= m.now):
+		return fmt.Errorf("Next() = %v, want in (%v, %v]: never later than the earliest timer, never already past",
+			next, m.now, first)
+	}
+	return nil
 }
 
 // runModel drives a wheel and the model with the same operations, drawn
@@ -91,18 +185,14 @@ func addSat(a, b time.Duration) time.Duration {
 // the due-now list) timers were filed at, so callers can check coverage.
 func runModel(t *testing.T, tick time.Duration, ops int, rnd func(n uint64) uint64) (fired int, levels uint) {
 	const pool = 64
-	w := timerwheel.New[int](tick, time.Duration(rnd(1<<40)))
-	m := &model{tick: tick, now: w.Now(), exp: map[int]int64{}}
-	timers := make([]timer, pool)
-	for i := range timers {
-		timers[i].Value = i
-	}
+	p := newPair(tick, time.Duration(rnd(1<<40)), pool)
+	w := p.w
 	// magnitude returns a random duration of about 2^k for a random k < bits.
 	magnitude := func(bits uint64) time.Duration {
 		return time.Duration(rnd(1 << rnd(bits)))
 	}
-	var due []*timer
 	for op := range ops {
+		var err error
 		switch r := rnd(20); {
 		case r < 9: // schedule, anywhere from the past to the end of time
 			i := int(rnd(pool))
@@ -119,12 +209,10 @@ func runModel(t *testing.T, tick time.Duration, ops int, rnd func(n uint64) uint
 			default:
 				at = addSat(w.Now(), magnitude(63))
 			}
-			w.Schedule(&timers[i], at)
-			m.schedule(i, at)
-			levels |= 1 << (timers[i].Where() + 1)
+			p.schedule(i, at)
+			levels |= 1 << (p.timers[i].Where() + 1)
 		case r < 13: // cancel
-			i := int(rnd(pool))
-			require.Equal(t, m.cancel(i), w.Cancel(&timers[i]), "op %d: cancel %d", op, i)
+			err = p.cancel(int(rnd(pool)))
 		default: // advance: mostly forward by up to ~2^56, now and then back
 			now := addSat(w.Now(), magnitude(57))
 			if rnd(10) == 0 {
@@ -135,25 +223,14 @@ func runModel(t *testing.T, tick time.Duration, ops int, rnd func(n uint64) uint
 					now = at - time.Duration(rnd(2))
 				}
 			}
-			due = w.Advance(now, due[:0])
-			var got []int
-			for _, tm := range due {
-				require.False(t, tm.Scheduled())
-				got = append(got, tm.Value)
-			}
-			slices.Sort(got)
-			fired += len(got)
-			require.Equal(t, m.advance(now), got, "op %d: advance to %d", op, now)
+			var n int
+			n, err = p.advance(now)
+			fired += n
 		}
-		require.NoError(t, w.CheckInvariants(), "op %d", op)
-		require.Equal(t, len(m.exp), w.Len(), "op %d", op)
-		want, wantOK := m.earliest()
-		next, ok := w.Next()
-		require.Equal(t, wantOK, ok, "op %d", op)
-		require.LessOrEqual(t, next, want, "op %d: Next later than the earliest timer", op)
-		if ok && want > m.now {
-			require.Greater(t, next, w.Now(), "op %d: nothing is due now", op)
+		if err == nil {
+			err = p.check()
 		}
+		require.NoError(t, err, "op %d", op)
 	}
 	return fired, levels
 }
@@ -174,25 +251,4 @@ func TestModelRandom(t *testing.T) {
 			})
 		}
 	}
-}
-
-// FuzzModel is TestModelRandom with the choices taken from the fuzzer's
-// bytes; once they run out every choice is 0.
-func FuzzModel(f *testing.F) {
-	f.Add(uint8(0), []byte{})
-	f.Add(uint8(1), []byte("\x00\x01\x02\x03\x13\x13\x13\x0b\x0b\xff\xfe\x11\x12\x13"))
-	f.Add(uint8(3), binary.LittleEndian.AppendUint64(nil, 0x0123456789abcdef))
-	f.Fuzz(func(t *testing.T, tickSel uint8, data []byte) {
-		tick := modelTicks[int(tickSel)%len(modelTicks)]
-		rnd := func(n uint64) uint64 {
-			if n <= 1 || len(data) == 0 {
-				return 0
-			}
-			var buf [8]byte
-			k := copy(buf[:], data)
-			data = data[min(k, 2):] // consume two bytes, reuse the rest as entropy
-			return binary.LittleEndian.Uint64(buf[:]) % n
-		}
-		runModel(t, tick, len(data)/2+1, rnd)
-	})
 }
