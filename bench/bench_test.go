@@ -17,7 +17,7 @@ import (
 // (fairness, deadlines, memory) report their figures as extra metrics;
 // their ns/op is the time of one whole experiment. Deadlines and memory
 // run at -size (default 10,000, so that the default run stays short; the
-// issue's figure is -size 1000000).
+// full run's figure is -size 1000000).
 
 var benchSize = flag.Int("size", 10_000, "deadlines pending and keys held at once in BenchmarkDeadlines and BenchmarkMemory")
 

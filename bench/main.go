@@ -1,7 +1,7 @@
 // Command bench measures package locks against what a Go programmer would
 // otherwise use for keyed locks, side by side in one run, and prints a
 // table per scenario with the ratio of locks to the best correct peer and
-// the targets of issue 3 beside it.
+// the project's speed and memory targets beside it.
 //
 // Run it from the module's root:
 //
@@ -19,7 +19,7 @@
 // per hold; and two floors, one sync.Mutex and one CAS word for all keys.
 //
 // The scenarios (scenarios.go, fairness.go, deadlines.go, lateness.go,
-// memory.go) are those of issue 3: uncontended, zipf, hotkey,
+// memory.go) are the project's eight: uncontended, zipf, hotkey,
 // hotkey-deadline, maxhold, fairness, deadlines, memory. Each is named scenario=NAME/peer=PEER and
 // runs at every GOMAXPROCS of -cpu. The throughput scenarios run under
 // testing.Benchmark and report the median over -count repetitions; the

@@ -20,7 +20,7 @@ type Column struct {
 	Format string // fmt verb for the value
 }
 
-// Scenario is one of the situations of issue 3 in which the peers are
+// Scenario is one of the eight situations in which the peers are
 // measured. Throughput scenarios have Bench, experiments have Once; both
 // can run under go test -bench (see bench_test.go).
 type Scenario struct {
@@ -125,7 +125,7 @@ var nsCols = []Column{
 	{"allocs/op", "allocs/op", "%.2f"},
 }
 
-// Scenarios returns the eight scenarios of issue 3, in order.
+// Scenarios returns the eight scenarios, in order.
 func Scenarios() []Scenario {
 	all := Peers()
 	waits := filter(all, func(p Peer) bool { return p.Waits })

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Target is one of issue 3's targets for the locks peer: a bound on the
+// Target is one of the project's targets for the locks peer: a bound on the
 // ratio of locks' figure to a named peer's, or on locks' own figure.
 type Target struct {
 	// Scenario and Metric say which figure is bounded.
@@ -18,11 +18,11 @@ type Target struct {
 	// Max is the bound: the target is met when the ratio (or the figure) is
 	// at most Max.
 	Max float64 `json:"max"`
-	// Text is the target in the issue's words.
+	// Text is the target in words.
 	Text string `json:"text"`
 }
 
-// Targets are the targets of issue 3, by scenario.
+// Targets are the project's speed and memory targets, by scenario.
 var Targets = []Target{
 	{"uncontended", "ns/op", "moby-locker", 0.6, "≤ 0.6 × moby/locker ns/op"},
 	{"uncontended", "ns/op", "mutexmap", 0.5, "≤ 0.5 × the mutex map ns/op"},

@@ -13,7 +13,7 @@ import (
 )
 
 // How the driver compares the store with the model and checks the
-// invariants of issue 4, and how a run ends. The store's lines are not
+// the store's invariants, and how a run ends. The store's lines are not
 // exposed, so their order is checked through what it decides: every grant
 // of a key goes to the earliest call still in line (FIFO), at the instant
 // the model says.
@@ -70,7 +70,7 @@ func (d *driver) phaseLocked(c *rcall) Phase {
 }
 
 // check compares the store with the model, and the store with the
-// invariants of issue 4.
+// the store's invariants.
 func (d *driver) check() {
 	if d.failed {
 		return
@@ -139,7 +139,7 @@ func (d *driver) checkLease(rc *rcall, mc *Call) []string {
 	return p
 }
 
-// invariantsLocked checks the invariants of issue 4 on the store alone.
+// invariantsLocked checks the store's invariants on the store alone.
 func (d *driver) invariantsLocked(phase []Phase, mcalls []*Call) []string {
 	var p []string
 	byKey := map[Key][]*rcall{}

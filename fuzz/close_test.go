@@ -15,7 +15,7 @@ import (
 	"github.com/holdline/locks"
 )
 
-// Regression tests for the failure modes of issue 4 about closing, panics,
+// Regression tests for the failure modes seen in the field about closing, panics,
 // runtime.Goexit and the limit of the line.
 
 // Close racing Hold: Holds running while the store closes end one way or

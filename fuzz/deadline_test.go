@@ -13,7 +13,7 @@ import (
 	"github.com/holdline/locks/timerwheel"
 )
 
-// Regression tests for the failure modes of issue 4 that concern deadlines
+// Regression tests for the failure modes seen in the field that concern deadlines
 // and the timer wheel behind them, seen from the store: each deadline fires
 // at the first tick (1 ms) at or after its instant, never before, once.
 

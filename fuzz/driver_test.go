@@ -20,7 +20,7 @@ import (
 // obedient fn, for its context to end. After each op the driver waits for
 // the bubble to settle, applies the op to the model, and compares: who
 // holds, who waits, who ended how and when, the fences' order; and it checks
-// the invariants of issue 4 on the store's side alone.
+// the store's invariants on the store's side alone.
 
 // Lock handles of every script: two handles of "inv" with different
 // defaults (they share keys), and "other", whose keys are other keys.

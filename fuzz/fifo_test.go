@@ -13,7 +13,7 @@ import (
 	"github.com/holdline/locks"
 )
 
-// Regression tests for the failure modes of issue 4 that concern the line
+// Regression tests for the failure modes seen in the field that concern the line
 // of waiters: each is named after its failure mode, runs in a synctest
 // bubble (fake clock: exact instants, no sleeping) and checks what a user
 // would see. The same cases are FuzzStore seeds (see README.md).

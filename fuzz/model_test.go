@@ -10,7 +10,7 @@ var scripts = flag.Int("scripts", 0, "random scripts TestModel runs (0: 1000, 40
 
 // TestModel runs many random scripts through the store and the model: the
 // same grants, in the same fence order, the same errors at the same
-// instants, and the invariants of issue 4 after every op (the core issue's
+// instants, and the store's invariants after every op (the
 // "model-based test"). Each script is seeded by its number, so a failure
 // names the seed that reproduces it; -scripts runs more.
 func TestModel(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 )
 
 // The seed corpora in testdata/fuzz/<Target>/ are written from the
-// definitions below: one named file per failure mode of issue 4 (README.md
+// definitions below: one named file per failure mode seen in the field (README.md
 // maps them). TestSeedCorpus checks that the files match; after changing a
 // seed or the script format, rewrite them with
 //
