@@ -35,7 +35,10 @@ type Lease struct {
 	// earlier store in the same place whose wall clock did not go back.
 	Fence uint64
 	// Granted is when the key was given to this holder (wall clock, with
-	// the monotonic reading).
+	// the monotonic reading). A hold that took a free key without a
+	// maxHold reads the clock just before taking the shard's lock, so its
+	// Granted may precede the grant by that lock's wait; with a maxHold,
+	// and for a waiter, it is read at the grant itself.
 	Granted time.Time
 	// Deadline is Granted plus the hold's maxHold, when the lease will be
 	// revoked; the zero Time when maxHold is off.
