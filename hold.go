@@ -33,10 +33,10 @@ type holder struct {
 
 	shard *shard.Shard[*holder]
 	entry *shard.Entry[*holder] // the key's entry while waiting or holding; guarded by shard
-	slot  *slot                 // set while the hold waits or has a maxHold armed; guarded by shard
+	slot  *slot                 // set while the hold waits or has a maxHold armed; guarded by shard until release, then g's own
 	state state                 // guarded by shard
 	lost  loss                  // why the lease was revoked; guarded by shard
-	armed purpose               // what the slot's timer was armed for; guarded by the store's timers
+	armed purpose               // what the slot's timer is armed for, 0 once disarmed: written under the timers' mutex, read there or by g's own goroutine
 }
 
 // slot is the part of a hold that only a waiter or an armed maxHold needs:
