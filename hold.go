@@ -137,14 +137,7 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 			sh.Unlock()
 			return false, newError(Limit, name, text, "the line of waiters is full")
 		}
-		g.state, g.entry = waiting, e
-		sl := s.takeSlot(g)
-		sl.maxHold = st.maxHold
-		if sl.ready == nil { // a slot that only ever armed a maxHold has none yet
-			sl.ready = make(chan state, 1)
-		}
-		e.Line.PushBack(&sl.wait)
-		s.timers.schedule(g, forWait, after(at, st.wait))
+		s.joinLocked(e, g, st, at)
 		sh.Unlock()
 		if err := s.await(ctx, g); err != nil {
 			return false, err
@@ -160,6 +153,19 @@ func newHolder(ctx context.Context, sh *shard.Shard[*holder], name, text string)
 	g.Bind(ctx)
 	g.Lease.Lock, g.Lease.Key = name, text
 	return g
+}
+
+// joinLocked puts g at the back of e's line, its wait counted from the
+// call's instant at (on the timer clock).
+func (s *Store) joinLocked(e *shard.Entry[*holder], g *holder, st settings, at time.Duration) {
+	g.state, g.entry = waiting, e
+	sl := s.takeSlot(g)
+	sl.maxHold = st.maxHold
+	if sl.ready == nil { // a slot that only ever armed a maxHold has none yet
+		sl.ready = make(chan state, 1)
+	}
+	e.Line.PushBack(&sl.wait)
+	s.timers.schedule(g, forWait, after(at, st.wait))
 }
 
 // run calls fn holding the key, and lets the key go however fn ends: by
