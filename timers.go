@@ -140,6 +140,7 @@ func (t *timers) run() {
 			t.store.expire(d.g, d.p)
 		}
 		clear(fire) // let the holders go
+		clear(timersDue)
 		if len(fire) > 0 {
 			continue
 		}
