@@ -99,12 +99,20 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 	s := l.store
 	h := shard.Hash(l.state.hash, text)
 	sh := s.table.Shard(h)
+	// The clock is read once: before the lock for a plain Hold (the call's
+	// instant, from which a wait counts); under it when a maxHold is to
+	// count from the grant itself, never from before it; and by TryHold
+	// only for a free key, which is also the only one it allocates for.
 	var g *holder
 	var now time.Time
 	var at time.Duration
-	if !try { // TryHold allocates and reads the clock only for a free key
+	timed := false
+	if !try {
 		g = newHolder(ctx, sh, name, text)
-		now, at = s.now() // the call's instant: a wait counts from it
+		if st.maxHold == 0 {
+			now, at = s.now()
+			timed = true
+		}
 	}
 
 	sh.Lock()
@@ -116,10 +124,8 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 	if e == nil {
 		if g == nil {
 			g = newHolder(ctx, sh, name, text)
-			now, at = s.now()
-		} else if st.maxHold > 0 {
-			// Read again under the lock, so that a maxHold counts from the
-			// grant itself, never from before it.
+		}
+		if !timed {
 			now, at = s.now()
 		}
 		e = sh.InsertLocked(h, name, text)
@@ -136,6 +142,9 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 		case e.Line.Len() >= MaxWaiters:
 			sh.Unlock()
 			return false, newError(Limit, name, text, "the line of waiters is full")
+		}
+		if !timed {
+			_, at = s.now()
 		}
 		s.joinLocked(e, g, st, at)
 		sh.Unlock()
