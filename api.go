@@ -171,6 +171,22 @@ func OpenLock(s *Store, name string, opts ...Option) (*Lock, error) {
 // Name returns the lock's name.
 func (l *Lock) Name() string { return l.state.name }
 
+// Locker is what a lock offers its holders, so that code can be written
+// once for a lock of this process (*Lock) and, later, for the client of a
+// store in another process, which will satisfy it too. Its methods behave
+// as Lock's do.
+type Locker interface {
+	// Name returns the lock's name.
+	Name() string
+	// Hold waits in line for key and runs fn holding it; see Lock.Hold.
+	Hold(ctx context.Context, key any, fn HoldFunc, opts ...Option) error
+	// TryHold runs fn holding key if it is free, never waiting; see
+	// Lock.TryHold.
+	TryHold(ctx context.Context, key any, fn HoldFunc) (acquired bool, err error)
+}
+
+var _ Locker = (*Lock)(nil)
+
 // Hold waits in line for key, runs fn holding it, and lets it go when fn
 // returns or panics (the panic goes on after the key is let go). It returns
 // what fn returned; nil only if fn ran and returned nil.

@@ -148,3 +148,22 @@ func ExampleInTransaction() {
 	// Output:
 	// true
 }
+
+// Code written against Locker works with a lock of this process, and
+// later with a remote store's client.
+func ExampleLocker() {
+	store := locks.NewStore()
+	defer store.Close()
+	invoices, _ := locks.OpenLock(store, "invoices")
+
+	charge := func(l locks.Locker, id string) error {
+		return l.Hold(context.Background(), id, func(ctx context.Context, lease *locks.Lease) error {
+			fmt.Println("charging", lease.Key, "under", l.Name())
+			return nil
+		})
+	}
+	fmt.Println(charge(invoices, "42"))
+	// Output:
+	// charging 42 under invoices
+	// <nil>
+}
