@@ -1,23 +1,3 @@
-// Package locks gives keyed locks with leases to the goroutines of one
-// process: Hold waits in a strict first-come-first-served line for a key
-// (an invoice's id, a chat's), holds it while a function runs, and lets it
-// go when the function returns or panics.
-//
-// Waits are bounded (DefaultWait unless Wait says otherwise), a hung holder
-// can be bounded too (MaxHold revokes it and gives the key to the next in
-// line), and every grant carries a fence, so a resource can refuse a write
-// from a holder that stalled past its revocation.
-//
-// Failures are *Error values of a few kinds (Invalid, InUse, Lost, Limit,
-// Closed), reported at once where waiting cannot help, each naming the lock
-// and the key:
-//
-//	lock invoices: key "9": held past the hold's wait: in use
-//
-// Inside, keys are hashed onto cache-padded shards (package shard), each
-// key's waiters stand in an intrusive FIFO line (package waitq), and one
-// hierarchical timer wheel per store (package timerwheel) drives every
-// wait deadline and every maxHold, instead of a Go timer each.
 package locks
 
 import (
