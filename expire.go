@@ -21,6 +21,7 @@ func (s *Store) expire(g *holder, p purpose) {
 		}
 		g.entry.Line.Remove(&g.slot.wait)
 		g.state, g.entry = timedOut, nil
+		sh.Counts.TimedOut++
 		ready := g.slot.ready
 		sh.Unlock()
 		ready <- timedOut
@@ -40,6 +41,7 @@ func (s *Store) revoke(g *holder, r loss) {
 		return
 	}
 	g.state, g.lost = revoked, r
+	sh.Counts.Revoked++
 	wake := s.passLocked(sh, g.entry)
 	g.entry = nil
 	sh.Unlock()
@@ -64,6 +66,7 @@ func (s *Store) closeShard(sh *shard.Shard[*holder]) {
 		}
 		if g := e.Holder; g != nil {
 			g.state, g.lost, g.entry = revoked, lostClosed, nil
+			sh.Counts.Revoked++
 			s.timers.cancel(g)
 			lose = append(lose, g)
 			e.Holder = nil

@@ -309,6 +309,7 @@ func TestLimit(t *testing.T) {
 		synctest.Wait()
 		require.Empty(t, errs)
 		full()
+		require.Equal(t, uint64(2), st.Stats().Limited, "both refusals are counted")
 
 		// Another key is not limited by this one's line.
 		require.NoError(t, l.Hold(context.Background(), 10, nop))

@@ -140,6 +140,7 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 			sh.Unlock()
 			return false, newError(InUse, name, text, "held past the hold's wait")
 		case e.Line.Len() >= MaxWaiters:
+			sh.Counts.Refused++
 			sh.Unlock()
 			return false, newError(Limit, name, text, "the line of waiters is full")
 		}
@@ -168,6 +169,7 @@ func newHolder(ctx context.Context, sh *shard.Shard[*holder], name, text string)
 // call's instant at (on the timer clock).
 func (s *Store) joinLocked(e *shard.Entry[*holder], g *holder, st settings, at time.Duration) {
 	g.state, g.entry = waiting, e
+	g.shard.Counts.Waits++
 	sl := s.takeSlot(g)
 	sl.maxHold = st.maxHold
 	if sl.ready == nil { // a slot that only ever armed a maxHold has none yet
@@ -212,6 +214,7 @@ func (s *Store) leave(ctx context.Context, g *holder) error {
 	if g.state == waiting {
 		g.entry.Line.Remove(&sl.wait)
 		g.state, g.entry = left, nil
+		sh.Counts.Left++
 		s.timers.cancel(g)
 		s.putSlot(g)
 		sh.Unlock()
@@ -251,6 +254,7 @@ func (s *Store) grantLocked(e *shard.Entry[*holder], g *holder, maxHold time.Dur
 	g.state, g.entry = holding, e
 	e.Holder = g
 	sh.Busy++
+	sh.Counts.Grants++
 	g.Lease.Fence = sh.Fences.Next()
 	g.Lease.Granted = now
 	if maxHold > 0 {
