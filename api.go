@@ -216,8 +216,8 @@ var _ Locker = (*Lock)(nil)
 // is passed on to the next in line, never lost.
 //
 // Hold fails Invalid at once, waiting for nothing and using no fence, for a
-// bad key or option, inside InTransaction, and inside a hold of the same
-// lock and key (ctx descending from that hold's context). It fails Lost
+// bad key or option, a nil fn, inside InTransaction, and inside a hold of
+// the same lock and key (ctx descending from that hold's context). It fails Lost
 // when the lease was lost before fn returned (see MaxHold and Close),
 // wrapping fn's error: check errors.Is(err, ErrLost) before
 // context.Canceled, since a function that returns its ended ctx's error
@@ -248,11 +248,15 @@ func (l *Lock) TryHold(ctx context.Context, key any, fn HoldFunc) (acquired bool
 func HoldValue[T any](ctx context.Context, l *Lock, key any,
 	fn func(ctx context.Context, lease *Lease) (T, error), opts ...Option) (T, error) {
 	var v T
-	_, err := l.hold(ctx, key, opts, false, func(ctx context.Context, ls *Lease) error {
-		var err error
-		v, err = fn(ctx, ls)
-		return err
-	})
+	var run HoldFunc // nil for a nil fn, which hold refuses
+	if fn != nil {
+		run = func(ctx context.Context, ls *Lease) error {
+			var err error
+			v, err = fn(ctx, ls)
+			return err
+		}
+	}
+	_, err := l.hold(ctx, key, opts, false, run)
 	return v, err
 }
 
@@ -260,10 +264,14 @@ func HoldValue[T any](ctx context.Context, l *Lock, key any,
 // what fn returned, and whether it ran.
 func TryHoldValue[T any](ctx context.Context, l *Lock, key any,
 	fn func(ctx context.Context, lease *Lease) (T, error)) (value T, acquired bool, err error) {
-	acquired, err = l.hold(ctx, key, nil, true, func(ctx context.Context, ls *Lease) error {
-		var err error
-		value, err = fn(ctx, ls)
-		return err
-	})
+	var run HoldFunc // nil for a nil fn, which hold refuses
+	if fn != nil {
+		run = func(ctx context.Context, ls *Lease) error {
+			var err error
+			value, err = fn(ctx, ls)
+			return err
+		}
+	}
+	acquired, err = l.hold(ctx, key, nil, true, run)
 	return value, acquired, err
 }

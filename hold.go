@@ -79,6 +79,9 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, try bool, fn Ho
 	if why != "" {
 		return false, newError(Invalid, name, "", why)
 	}
+	if fn == nil {
+		return false, newError(Invalid, name, text, "the function to run is nil")
+	}
 	st := l.opts
 	if len(opts) > 0 {
 		if why := st.apply(opts, true); why != "" {

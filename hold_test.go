@@ -403,3 +403,21 @@ func TestRejectedCallsUseNoFence(t *testing.T) {
 		require.Equal(t, last+2, fenceOf(t, l, "held"), "a rejected call stayed in line")
 	})
 }
+
+// TestNilFunctionIsInvalid: a nil function fails Invalid at once, holding
+// nothing.
+func TestNilFunctionIsInvalid(t *testing.T) {
+	_, l := newLock(t)
+	err := l.Hold(context.Background(), 9, nil)
+	requireKind(t, err, locks.ErrInvalid, locks.Invalid, name, "9")
+	require.EqualError(t, err, `lock invoices: key "9": the function to run is nil: invalid`)
+	acquired, err := l.TryHold(context.Background(), 9, nil)
+	require.False(t, acquired)
+	require.ErrorIs(t, err, locks.ErrInvalid)
+	_, err = locks.HoldValue[int](context.Background(), l, 9, nil)
+	require.ErrorIs(t, err, locks.ErrInvalid)
+	_, acquired, err = locks.TryHoldValue[int](context.Background(), l, 9, nil)
+	require.False(t, acquired)
+	require.ErrorIs(t, err, locks.ErrInvalid)
+	requireFree(t, l, 9)
+}

@@ -22,6 +22,9 @@ const (
 	// DefaultShards is the number of shards of a store unless Shards says
 	// otherwise.
 	DefaultShards = 256
+	// MaxShards is the most shards a store has: Shards asking for more
+	// gets this many (8 MiB of shards).
+	MaxShards = 1 << 16
 	// DefaultTick is the resolution of a store's timer wheel unless
 	// TimerTick says otherwise: deadlines are rounded up to it.
 	DefaultTick = time.Millisecond
@@ -118,7 +121,8 @@ const (
 // Shards sets the number of shards of the store's key table (rounded up to
 // a power of two); the default is DefaultShards. More shards spread the
 // keys of many goroutines over more mutexes, at 128 bytes and a small map
-// each. n must be positive: NewStore panics otherwise.
+// each; at most MaxShards are made. n must be positive: NewStore panics
+// otherwise.
 func Shards(n int) StoreOption { return StoreOption{kind: optShards, shards: n} }
 
 // TimerTick sets the resolution of the store's timer wheel; the default is
@@ -140,7 +144,7 @@ func newStoreConfig(opts []StoreOption) storeConfig {
 			if o.shards <= 0 {
 				panic("locks: Shards(" + strconv.Itoa(o.shards) + "): the number of shards must be positive")
 			}
-			c.shards = o.shards
+			c.shards = min(o.shards, MaxShards)
 		case optTick:
 			if o.tick <= 0 {
 				panic("locks: TimerTick(" + o.tick.String() + "): the tick must be positive")
