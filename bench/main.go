@@ -45,6 +45,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"runtime"
@@ -203,6 +204,7 @@ func run(c config) error {
 		}
 	}
 	runtime.GOMAXPROCS(procs)
+	summarize(os.Stdout, scs, verdicts)
 	if err := stop(); err != nil {
 		return err
 	}
@@ -232,4 +234,32 @@ func measure(c config, sc Scenario, env *Env, p Peer, cpu int) (Sample, error) {
 		return sc.Once(env, p), nil
 	}
 	return benchSample(func(b *testing.B) { sc.Bench(b, env, p) }), nil
+}
+
+// summarize closes the run with one line per scenario: how many of the
+// project's targets for locks were met, missed, or not measured.
+func summarize(w io.Writer, scs []Scenario, verdicts map[string][]Verdict) {
+	fmt.Fprintln(w, "\n== summary: the project's targets for locks (figures and gaps above)")
+	for _, sc := range scs {
+		vs, ok := verdicts[sc.Name]
+		if !ok {
+			continue
+		}
+		var met, missed, unmeasured int
+		for _, v := range vs {
+			switch {
+			case !v.Measured:
+				unmeasured++
+			case v.Met:
+				met++
+			default:
+				missed++
+			}
+		}
+		fmt.Fprintf(w, "  %-16s %d met, %d missed", sc.Name, met, missed)
+		if unmeasured > 0 {
+			fmt.Fprintf(w, ", %d not measured", unmeasured)
+		}
+		fmt.Fprintln(w)
+	}
 }
