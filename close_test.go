@@ -98,8 +98,7 @@ func TestCloseConcurrently(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, l := newLock(t)
 		h := holding(t, l, 9)
-		w := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		w := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		var wg sync.WaitGroup
 		for i := 0; i < 8; i++ {
 			wg.Go(func() { assert.NoError(t, st.Close()) })
@@ -269,8 +268,7 @@ func TestKeyMemoryReclaimed(t *testing.T) {
 		h := holding(t, l, 9)
 		ctx, cancel := context.WithCancel(context.Background())
 		left := startHold(t, ctx, l, 9, locks.Wait(time.Hour))
-		timedOut := startHold(t, context.Background(), l, 9, locks.Wait(time.Second))
-		synctest.Wait()
+		timedOut := queued(t, context.Background(), l, 9, locks.Wait(time.Second))
 		require.Equal(t, 1, locks.KeyEntries(st), "one entry for the holder and its line")
 		cancel()
 		require.Error(t, left.wait())
@@ -307,8 +305,7 @@ func TestKeyMemoryReclaimed(t *testing.T) {
 
 		// Closed with holders and waiters.
 		h = holding(t, l, 9)
-		w := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		w := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		require.NoError(t, st.Close())
 		require.Zero(t, locks.KeyEntries(st), "after Close")
 		require.ErrorIs(t, w.wait(), locks.ErrClosed)
@@ -342,8 +339,7 @@ func TestNoTimerOutlivesItsUse(t *testing.T) {
 
 		// A waiter granted: its wait deadline is disarmed.
 		h := holding(t, l, 9)
-		w := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		w := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		n, _ := locks.PendingTimers(st)
 		require.Equal(t, 1, n, "the wait is armed")
 		require.NoError(t, h.finish())
@@ -353,8 +349,7 @@ func TestNoTimerOutlivesItsUse(t *testing.T) {
 
 		// A waiter granted with a maxHold: the wait becomes the maxHold.
 		h = holding(t, l, 9)
-		w = startHold(t, context.Background(), l, 9, locks.Wait(time.Hour), locks.MaxHold(time.Hour))
-		synctest.Wait()
+		w = queued(t, context.Background(), l, 9, locks.Wait(time.Hour), locks.MaxHold(time.Hour))
 		require.NoError(t, h.finish())
 		<-w.granted
 		n, _ = locks.PendingTimers(st)
@@ -366,8 +361,7 @@ func TestNoTimerOutlivesItsUse(t *testing.T) {
 		h = holding(t, l, 9)
 		ctx, cancel := context.WithCancel(context.Background())
 		left := startHold(t, ctx, l, 9, locks.Wait(time.Hour))
-		timedOut := startHold(t, context.Background(), l, 9, locks.Wait(3*time.Second))
-		synctest.Wait()
+		timedOut := queued(t, context.Background(), l, 9, locks.Wait(3*time.Second))
 		cancel()
 		require.Error(t, left.wait())
 		require.ErrorIs(t, timedOut.wait(), locks.ErrInUse)

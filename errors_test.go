@@ -138,8 +138,7 @@ func TestErrorKinds(t *testing.T) {
 			make: func(t *testing.T) error {
 				st, l := newLock(t)
 				h := holding(t, l, 9)
-				w := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
-				synctest.Wait()
+				w := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 				st.Close()
 				require.ErrorIs(t, h.finish(), locks.ErrLost)
 				return w.wait()

@@ -90,8 +90,7 @@ func TestNoBargingAtRelease(t *testing.T) {
 		_, l := newLock(t)
 		var w *hold
 		require.NoError(t, l.Hold(context.Background(), 9, func(context.Context, *locks.Lease) error {
-			w = startHold(t, context.Background(), l, 9)
-			synctest.Wait()
+			w = queued(t, context.Background(), l, 9)
 			return nil
 		}))
 		// w has not run yet, but the key is already its.
@@ -111,8 +110,7 @@ func TestCancelledHeadWaiter(t *testing.T) {
 		_, l := newLock(t)
 		h := holding(t, l, 9)
 		ctx, cancel := context.WithCancel(context.Background())
-		head := startHold(t, ctx, l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		head := queued(t, ctx, l, 9, locks.Wait(time.Hour))
 		ws := queue(t, l, 9, 3, locks.Wait(time.Hour))
 
 		start := time.Now()
@@ -136,17 +134,13 @@ func TestWaiterLeavesFromTheMiddle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
 		h := holding(t, l, 9)
-		a := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		a := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		ctx, cancel := context.WithCancel(context.Background())
-		b := startHold(t, ctx, l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		b := queued(t, ctx, l, 9, locks.Wait(time.Hour))
 		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
 		defer dcancel()
-		c := startHold(t, dctx, l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
-		d := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		c := queued(t, dctx, l, 9, locks.Wait(time.Hour))
+		d := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 
 		cancel()
 		require.ErrorIs(t, b.wait(), context.Canceled)
@@ -173,10 +167,8 @@ func TestTimedOutWaiterLeavesLine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
 		h := holding(t, l, 9)
-		short := startHold(t, context.Background(), l, 9, locks.Wait(time.Second))
-		synctest.Wait()
-		long := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		short := queued(t, context.Background(), l, 9, locks.Wait(time.Second))
+		long := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 
 		err := short.wait()
 		require.EqualError(t, err, `lock invoices: key "9": held past the hold's wait: in use`)
@@ -244,10 +236,8 @@ func TestCancelAfterGrantIsPassedOn(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var w, next *hold
 		require.NoError(t, l.Hold(context.Background(), 9, func(context.Context, *locks.Lease) error {
-			w = startHold(t, ctx, l, 9, locks.Wait(time.Hour))
-			synctest.Wait()
-			next = startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
-			synctest.Wait()
+			w = queued(t, ctx, l, 9, locks.Wait(time.Hour))
+			next = queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 			return nil
 		}))
 		cancel() // w is granted but has not run yet
@@ -328,8 +318,7 @@ func TestLimitFreesUpAsTheLineMoves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, l := newLock(t)
 		h := holding(t, l, 9)
-		first := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		first := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		errs := make(chan error, locks.MaxWaiters)
 		for i := 1; i < locks.MaxWaiters; i++ {
 			go func() { errs <- l.Hold(context.Background(), 9, mustNotRun(t), locks.Wait(time.Hour)) }()
@@ -339,8 +328,7 @@ func TestLimitFreesUpAsTheLineMoves(t *testing.T) {
 
 		require.NoError(t, h.finish())
 		<-first.granted // first left the line for the key
-		last := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		last := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		require.False(t, isClosed(last.done), "a place was free, yet Hold returned")
 		require.ErrorIs(t, l.Hold(context.Background(), 9, mustNotRun(t)), locks.ErrLimit)
 

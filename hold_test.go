@@ -263,8 +263,7 @@ func TestFnContextEndsWhenCallerEnds(t *testing.T) {
 			callerCause := errors.New("request aborted")
 			h := startHoldRet(t, ctx, l, 9, ret, locks.MaxHold(time.Hour))
 			<-h.granted
-			w := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
-			synctest.Wait()
+			w := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 
 			cancel(callerCause)
 			<-h.ctx.Done()

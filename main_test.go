@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -141,6 +142,15 @@ func startHoldRet(t testing.TB, ctx context.Context, l *locks.Lock, key any, ret
 			return h.ret
 		}, opts...)
 	}()
+	return h
+}
+
+// queued is startHold inside a synctest bubble, returning once the new
+// call has settled: in line behind the holder (or granted, if the key was
+// free), so that arrival order is known.
+func queued(t testing.TB, ctx context.Context, l *locks.Lock, key any, opts ...locks.Option) *hold {
+	h := startHold(t, ctx, l, key, opts...)
+	synctest.Wait()
 	return h
 }
 

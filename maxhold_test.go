@@ -34,8 +34,7 @@ func TestMaxHoldRevokes(t *testing.T) {
 				var lease *locks.Lease
 				err := l.Hold(context.Background(), "m", func(ctx context.Context, ls *locks.Lease) error {
 					fnCtx, lease = ctx, ls
-					next = startHold(t, context.Background(), l, "m", locks.Wait(time.Hour))
-					synctest.Wait()
+					next = queued(t, context.Background(), l, "m", locks.Wait(time.Hour))
 					require.False(t, isClosed(next.granted))
 					require.Equal(t, maxHold, ls.Deadline.Sub(ls.Granted))
 

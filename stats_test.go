@@ -28,13 +28,11 @@ func TestStats(t *testing.T) {
 		require.ErrorIs(t, l.Hold(context.Background(), 9, nop, locks.Wait(time.Second)), locks.ErrInUse)
 		// A waiter whose context ends.
 		ctx, cancel := context.WithCancel(context.Background())
-		w := startHold(t, ctx, l, 9)
-		synctest.Wait()
+		w := queued(t, ctx, l, 9)
 		cancel()
 		require.ErrorIs(t, w.wait(), context.Canceled)
 		// A waiter granted.
-		g := startHold(t, context.Background(), l, 9)
-		synctest.Wait()
+		g := queued(t, context.Background(), l, 9)
 		require.NoError(t, h.finish())
 		<-g.granted
 		require.Equal(t, locks.Stats{Grants: 3, Waits: 3, TimedOut: 1, Canceled: 1, Keys: 1, Running: 1}, st.Stats())

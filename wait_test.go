@@ -137,8 +137,7 @@ func TestVeryLongWaits(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				_, l := newLock(t)
 				h := holding(t, l, 9)
-				w := startHold(t, context.Background(), l, 9, locks.Wait(d))
-				synctest.Wait()
+				w := queued(t, context.Background(), l, 9, locks.Wait(d))
 				require.False(t, isClosed(w.done), "failed at once")
 				time.Sleep(min(d-time.Nanosecond, 500*24*time.Hour))
 				synctest.Wait()
@@ -184,10 +183,8 @@ func TestWaiterKeepsOriginalDeadline(t *testing.T) {
 		_, l := newLock(t)
 		h := holding(t, l, 9)
 		ctx, cancel := context.WithCancel(context.Background())
-		gone := startHold(t, ctx, l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
-		ahead := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		gone := queued(t, ctx, l, 9, locks.Wait(time.Hour))
+		ahead := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		w := startTimedWait(t, context.Background(), l, 9, locks.Wait(10*time.Second))
 
 		time.Sleep(3 * time.Second)
