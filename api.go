@@ -51,7 +51,8 @@ type Store struct {
 	drainMu sync.Mutex
 	drained chan struct{} // closed and replaced when a closed store's shard has no function left running
 
-	timers timers
+	deadlines []shardDeadlines // beside the table's shards, one each
+	timers    timers
 }
 
 // NewStore returns an open store. Its fences start from the wall clock, so
@@ -66,6 +67,10 @@ func NewStore(opts ...StoreOption) *Store {
 		locks:   xsync.NewMap[string, *lockState](),
 		origin:  time.Now(),
 		drained: make(chan struct{}),
+	}
+	s.deadlines = make([]shardDeadlines, s.table.Len())
+	for i := range s.deadlines {
+		s.deadlines[i].sh = s.table.At(i)
 	}
 	s.slots.New = func() any { return new(slot) }
 	s.timers.init(s, c.tick)
@@ -229,8 +234,7 @@ var _ Locker = (*Lock)(nil)
 // is also fn's context); fn's context builds a real context only if fn uses
 // it. Safe for concurrent use.
 func (l *Lock) Hold(ctx context.Context, key any, fn HoldFunc, opts ...Option) error {
-	_, err := l.hold(ctx, key, opts, false, fn)
-	return err
+	return l.hold(ctx, key, opts, fn)
 }
 
 // TryHold runs fn holding key if the key is free and nobody is in line for
@@ -240,7 +244,7 @@ func (l *Lock) Hold(ctx context.Context, key any, fn HoldFunc, opts ...Option) e
 // (false, err) as Hold does for a bad key, a closed store or an ended ctx.
 // The lock's MaxHold applies.
 func (l *Lock) TryHold(ctx context.Context, key any, fn HoldFunc) (acquired bool, err error) {
-	return l.hold(ctx, key, nil, true, fn)
+	return l.tryHold(ctx, key, fn)
 }
 
 // HoldValue is Hold for a function that answers a value: it returns what
@@ -256,7 +260,7 @@ func HoldValue[T any](ctx context.Context, l *Lock, key any,
 			return err
 		}
 	}
-	_, err := l.hold(ctx, key, opts, false, run)
+	err := l.hold(ctx, key, opts, run)
 	return v, err
 }
 
@@ -272,6 +276,6 @@ func TryHoldValue[T any](ctx context.Context, l *Lock, key any,
 			return err
 		}
 	}
-	acquired, err = l.hold(ctx, key, nil, true, run)
+	acquired, err = l.tryHold(ctx, key, run)
 	return value, acquired, err
 }

@@ -6,49 +6,19 @@ import (
 	"github.com/holdline/locks/shard"
 )
 
-// expire acts on a timer the wheel handed back, if it still means
-// something: a waiter whose wait passed leaves the line; a holder at its
-// maxHold is revoked. A timer armed for a state g has left since (granted
-// while its wait deadline was being fired, say) is dropped.
-func (s *Store) expire(g *holder, p purpose) {
-	switch p {
-	case forWait:
-		sh := g.shard
-		sh.Lock()
-		if g.state != waiting {
-			sh.Unlock()
-			return
-		}
-		g.entry.Line.Remove(&g.slot.wait)
-		g.state, g.entry = timedOut, nil
-		sh.Counts.TimedOut++
-		ready := g.slot.ready
-		sh.Unlock()
-		ready <- timedOut
-	case forMaxHold:
-		s.revoke(g, lostMaxHold)
-	}
-}
-
-// revoke takes the key from its holder g, for the reason r, and gives it to
-// the next in line at once; g's function learns it through its context,
-// and its Hold fails Lost when it returns.
-func (s *Store) revoke(g *holder, r loss) {
+// revokeLocked takes the key from its holder g, for the reason r, and
+// gives it to the next in line at once, returning the new holder's wake-up
+// (nil if nobody waited). g's maxHold deadline, if any, is already out of
+// its list. g's function learns it through its context, which the caller
+// cancels once the shard's lock is let go; its Hold fails Lost when it
+// returns.
+func (s *Store) revokeLocked(g *holder, r loss) chan<- state {
 	sh := g.shard
-	sh.Lock()
-	if g.state != holding {
-		sh.Unlock()
-		return
-	}
 	g.state, g.lost = revoked, r
 	sh.Counts.Revoked++
-	wake := s.passLocked(sh, g.entry)
+	ready := s.passLocked(sh, g.entry)
 	g.entry = nil
-	sh.Unlock()
-	if wake != nil {
-		wake <- holding
-	}
-	g.Lose(lostError(g.Lease.Lock, g.Lease.Key, r))
+	return ready
 }
 
 // closeShard fails every waiter of sh Closed, revokes every holder with
@@ -61,13 +31,13 @@ func (s *Store) closeShard(sh *shard.Shard[*holder]) {
 		for el := e.Line.PopFront(); el != nil; el = e.Line.PopFront() {
 			w := el.Value
 			w.state, w.entry = shut, nil
-			s.timers.cancel(w)
+			disarmLocked(w)
 			wake = append(wake, w.slot.ready)
 		}
 		if g := e.Holder; g != nil {
 			g.state, g.lost, g.entry = revoked, lostClosed, nil
 			sh.Counts.Revoked++
-			s.timers.cancel(g)
+			disarmLocked(g)
 			lose = append(lose, g)
 			e.Holder = nil
 		}

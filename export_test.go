@@ -15,13 +15,21 @@ func KeyEntries(s *Store) int {
 	return n
 }
 
-// PendingTimers returns how many deadlines s's timer wheel holds, and
-// whether the wheel expects nothing at all, so that its goroutine sleeps
-// with no timer (SPEC §5: no ticker runs while no deadline is set; §6: no
-// timer outlives its use).
+// PendingTimers returns how many deadlines (waits and maxHolds) s has
+// pending, and whether its timer wheel expects nothing at all, so that its
+// goroutine sleeps with no timer (SPEC §5: no ticker runs while no
+// deadline is set; §6: no timer outlives its use). A deadline that left
+// its list early leaves the list's timer in the wheel until its old
+// instant: one wake-up, then the wheel is idle.
 func PendingTimers(s *Store) (n int, idle bool) {
+	for i := range s.deadlines {
+		sh := s.table.At(i)
+		sh.Lock()
+		n += s.deadlines[i].pendingLocked()
+		sh.Unlock()
+	}
 	s.timers.mu.Lock()
 	defer s.timers.mu.Unlock()
 	_, pending := s.timers.wheel.Next()
-	return s.timers.wheel.Len(), !pending
+	return n, !pending
 }

@@ -2,35 +2,173 @@ package locks
 
 import (
 	"math"
+	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 
+	"github.com/holdline/locks/shard"
 	"github.com/holdline/locks/timerwheel"
+	"github.com/holdline/locks/waitq"
 )
 
-// purpose says what a holder's timer was armed for.
+// purpose says what a pending deadline bounds.
 type purpose uint8
 
 const (
-	forWait    purpose = iota + 1 // the waiter's wait deadline
-	forMaxHold                    // the holder's maxHold
+	forWait    purpose = iota + 1 // a waiter's time in line
+	forMaxHold                    // a holder's lease, from its grant
 )
 
 const maxInstant = time.Duration(math.MaxInt64)
 
-// timers drives every deadline of a store with one hierarchical timer
+// Deadlines in arrival order.
+//
+// Waiters of one shard with the same wait, and holders with the same
+// maxHold, reach their deadlines in the order they joined: a FIFO list per
+// (shard, purpose, duration) is already sorted by due instant. Arming is an
+// append and disarming an unlink, both O(1) under the shard's mutex, which
+// the hold takes anyway. The store's one timer wheel holds a timer per
+// list, for its head, not one per deadline; it is re-armed lazily when it
+// fires: a head that left early costs one wake-up at its old instant, never
+// an early one. So no mutex shared by all shards is taken on a hold, a
+// release, a wait or a maxHold, except when a list that had no timer gets
+// its first deadline: about once per duration per shard.
+//
+// An instant is read from the clock just before the shard's mutex is taken
+// (a wait counts from the call), so a list may be out of order by the time
+// a goroutine took to get the mutex. Firing stops at the first deadline not
+// yet due, so one behind it fires late by at most that much, never early.
+
+// deadlineList is a shard's line of pending deadlines of one purpose and
+// duration, first due first. Its fields but timer are guarded by its
+// shard's mutex.
+type deadlineList struct {
+	sd   *shardDeadlines
+	p    purpose
+	d    time.Duration
+	line waitq.List[*holder] // of slot.due, in arrival order
+	// armed: the wheel holds a timer for this list, or the timer goroutine
+	// has taken it from the wheel and will look at the list (and re-arm it)
+	// under the shard's mutex. Cleared only there, when the list is empty.
+	armed bool
+	timer timerwheel.Timer[*deadlineList] // guarded by the store's timers mutex
+}
+
+// maxLists is how many deadline lists a shard looks through before it
+// keeps the rest in a map: programs use a handful of durations.
+const maxLists = 8
+
+// shardDeadlines are one shard's deadline lists, padded so that two
+// shards' never share a cache line.
+type shardDeadlines struct {
+	deadlineLists
+	_ [shard.CacheLine - unsafe.Sizeof(deadlineLists{})%shard.CacheLine]byte
+}
+
+// deadlineLists are guarded by their shard's mutex.
+type deadlineLists struct {
+	sh    *shard.Shard[*holder]
+	lists []*deadlineList           // the first maxLists lists
+	more  map[listKey]*deadlineList // the rest, rarely any
+}
+
+type listKey struct {
+	p purpose
+	d time.Duration
+}
+
+// listLocked returns sd's list for p and d, making it if there is none.
+func (sd *shardDeadlines) listLocked(p purpose, d time.Duration) *deadlineList {
+	for _, l := range sd.lists {
+		if l.d == d && l.p == p {
+			return l
+		}
+	}
+	if l := sd.more[listKey{p, d}]; l != nil {
+		return l
+	}
+	l := &deadlineList{sd: sd, p: p, d: d}
+	l.timer.Value = l
+	if len(sd.lists) < maxLists {
+		sd.lists = append(sd.lists, l)
+	} else {
+		if sd.more == nil {
+			sd.more = make(map[listKey]*deadlineList)
+		}
+		sd.more[listKey{p, d}] = l
+	}
+	return l
+}
+
+// dropLocked forgets l, an empty list whose timer is not armed, so that a
+// program that used many durations once does not keep their lists.
+func (sd *shardDeadlines) dropLocked(l *deadlineList) {
+	if sd.more[listKey{l.p, l.d}] == l {
+		delete(sd.more, listKey{l.p, l.d})
+		return
+	}
+	for i, m := range sd.lists {
+		if m == l {
+			last := len(sd.lists) - 1
+			sd.lists[i] = sd.lists[last]
+			sd.lists[last] = nil
+			sd.lists = sd.lists[:last]
+			return
+		}
+	}
+}
+
+// pendingLocked returns how many deadlines sd holds.
+func (sd *shardDeadlines) pendingLocked() int {
+	n := 0
+	for _, l := range sd.lists {
+		n += l.line.Len()
+	}
+	for _, l := range sd.more {
+		n += l.line.Len()
+	}
+	return n
+}
+
+// armLocked makes g's deadline for p, of duration d, due at instant at on
+// the timer clock. g has a slot and no pending deadline. O(1); the wheel's
+// mutex is taken only when the list had no timer.
+func (s *Store) armLocked(g *holder, p purpose, d, at time.Duration) {
+	sl := g.slot
+	l := sl.sd.listLocked(p, d)
+	sl.at, sl.list = at, l
+	l.line.PushBack(&sl.due)
+	if !l.armed {
+		l.armed = true
+		s.timers.schedule(l, at)
+	}
+}
+
+// disarmLocked takes g's pending deadline, if it has one, out of its list.
+// O(1); the list's timer is left to fire, and finds what is then at the
+// head.
+func disarmLocked(g *holder) {
+	if sl := g.slot; sl != nil && sl.list != nil {
+		sl.list.line.Remove(&sl.due)
+		sl.list = nil
+	}
+}
+
+// timers drives the store's deadline lists with one hierarchical timer
 // wheel and one goroutine, instead of a Go timer per waiter or lease. The
 // goroutine starts with the first deadline, sleeps until the wheel's next
 // bucket is due (with no timer at all while nothing is pending, so an idle
 // store costs no CPU), and ends with Close.
 //
 // Lock order: a shard's mutex, then mu; never the other way. The goroutine
-// acts on due timers (taking shard mutexes) after letting mu go.
+// takes the due lists from the wheel under mu, lets it go, and then fires
+// each under its shard's mutex.
 type timers struct {
 	store *Store
 
 	mu      sync.Mutex
-	wheel   *timerwheel.Wheel[*holder]
+	wheel   *timerwheel.Wheel[*deadlineList]
 	started bool          // the goroutine runs
 	stopped bool          // Close stopped it; nothing more is armed
 	wakeAt  time.Duration // when the goroutine looks at the wheel next: -1 while it is awake
@@ -41,23 +179,22 @@ type timers struct {
 
 func (t *timers) init(s *Store, tick time.Duration) {
 	t.store = s
-	t.wheel = timerwheel.New[*holder](tick, 0)
+	t.wheel = timerwheel.New[*deadlineList](tick, 0)
 	t.wakeAt = maxInstant
 	t.kick = make(chan struct{}, 1)
 	t.quit = make(chan struct{})
 	t.done = make(chan struct{})
 }
 
-// schedule arms g's timer for p at instant at, moving it if it was armed.
+// schedule arms l's timer for instant at. l's timer is not in the wheel.
 // O(1); no allocation.
-func (t *timers) schedule(g *holder, p purpose, at time.Duration) {
+func (t *timers) schedule(l *deadlineList, at time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
 		return
 	}
-	g.armed = p
-	t.wheel.Schedule(&g.slot.timer, at)
+	t.wheel.Schedule(&l.timer, at)
 	if !t.started {
 		t.started = true
 		go t.run()
@@ -68,27 +205,6 @@ func (t *timers) schedule(g *holder, p purpose, at time.Duration) {
 		default:
 		}
 	}
-}
-
-// cancel disarms g's timer, if it has one armed, and marks it disarmed. O(1).
-func (t *timers) cancel(g *holder) {
-	if g.slot == nil {
-		return
-	}
-	t.mu.Lock()
-	t.wheel.Cancel(&g.slot.timer)
-	g.armed = 0
-	t.mu.Unlock()
-}
-
-// disarm disarms g's timer if it is armed for p, and marks it disarmed. O(1).
-func (t *timers) disarm(g *holder, p purpose) {
-	t.mu.Lock()
-	if g.armed == p {
-		t.wheel.Cancel(&g.slot.timer)
-		g.armed = 0
-	}
-	t.mu.Unlock()
 }
 
 // stop ends the goroutine and waits for it.
@@ -103,31 +219,25 @@ func (t *timers) stop() {
 	}
 }
 
-// due is a timer handed back by the wheel, with what it was armed for,
-// read while the wheel's mutex was held.
-type due struct {
-	g *holder
-	p purpose
-}
+// fireAlone is how many due lists one goroutine fires by itself; past it,
+// the work is shared with helpers (up to GOMAXPROCS), since lists of
+// different shards fire independently.
+const fireAlone = 32
 
 // run is the timer goroutine.
 func (t *timers) run() {
 	defer close(t.done)
 	sleep := time.NewTimer(time.Hour)
 	sleep.Stop()
-	var timersDue []*timerwheel.Timer[*holder]
-	var fire []due
+	var due []*timerwheel.Timer[*deadlineList]
+	var f firing
 	for {
 		t.mu.Lock()
 		now := time.Since(t.store.origin)
-		timersDue = t.wheel.Advance(now, timersDue[:0])
-		fire = fire[:0]
-		for _, tm := range timersDue {
-			fire = append(fire, due{tm.Value, tm.Value.armed})
-		}
+		due = t.wheel.Advance(now, due[:0])
 		next, pending := t.wheel.Next()
 		switch {
-		case len(fire) > 0:
+		case len(due) > 0:
 			t.wakeAt = -1 // awake: it will look again after firing
 		case pending:
 			t.wakeAt = next
@@ -136,12 +246,9 @@ func (t *timers) run() {
 		}
 		t.mu.Unlock()
 
-		for _, d := range fire {
-			t.store.expire(d.g, d.p)
-		}
-		clear(fire) // let the holders go
-		clear(timersDue)
-		if len(fire) > 0 {
+		if len(due) > 0 {
+			t.fireAll(due, now, &f)
+			clear(due) // let the lists go
 			continue
 		}
 		var ring <-chan time.Time
@@ -158,4 +265,85 @@ func (t *timers) run() {
 			return
 		}
 	}
+}
+
+// fireAll fires the due lists, sharing them with helper goroutines when
+// there are many.
+func (t *timers) fireAll(due []*timerwheel.Timer[*deadlineList], now time.Duration, f *firing) {
+	helpers := min(runtime.GOMAXPROCS(0), len(due)/fireAlone) - 1
+	if helpers <= 0 {
+		for _, tm := range due {
+			t.store.fire(tm.Value, now, f)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	share := (len(due) + helpers) / (helpers + 1)
+	for i := 0; i < helpers; i++ {
+		part := due[:share]
+		due = due[share:]
+		wg.Go(func() {
+			var f firing
+			for _, tm := range part {
+				t.store.fire(tm.Value, now, &f)
+			}
+		})
+	}
+	for _, tm := range due {
+		t.store.fire(tm.Value, now, f)
+	}
+	wg.Wait()
+}
+
+// firing is what firing one list leaves to do once its shard's mutex is
+// let go: wake-ups to send and leases to cancel. Reused from list to list.
+type firing struct {
+	wake []wakeup
+	lose []*holder
+}
+
+type wakeup struct {
+	ready chan<- state
+	st    state
+}
+
+// fire acts on every deadline of l that is due at now, under its shard's
+// mutex, re-arms l's timer for what is then at its head, and then sends
+// the wake-ups and cancels the revoked leases' contexts.
+func (s *Store) fire(l *deadlineList, now time.Duration, f *firing) {
+	sh := l.sd.sh
+	sh.Lock()
+	for el := l.line.Front(); el != nil && el.Value.slot.at <= now; el = l.line.Front() {
+		g := el.Value
+		l.line.Remove(el)
+		g.slot.list = nil
+		switch l.p {
+		case forWait:
+			g.entry.Line.Remove(&g.slot.wait)
+			g.state, g.entry = timedOut, nil
+			sh.Counts.TimedOut++
+			f.wake = append(f.wake, wakeup{g.slot.ready, timedOut})
+		case forMaxHold:
+			if ready := s.revokeLocked(g, lostMaxHold); ready != nil {
+				f.wake = append(f.wake, wakeup{ready, holding})
+			}
+			f.lose = append(f.lose, g)
+		}
+	}
+	if el := l.line.Front(); el != nil {
+		s.timers.schedule(l, el.Value.slot.at)
+	} else {
+		l.armed = false
+		l.sd.dropLocked(l)
+	}
+	sh.Unlock()
+	for _, w := range f.wake {
+		w.ready <- w.st
+	}
+	for _, g := range f.lose {
+		g.Lose(lostError(g.Lease.Lock, g.Lease.Key, g.lost))
+	}
+	clear(f.wake)
+	clear(f.lose)
+	f.wake, f.lose = f.wake[:0], f.lose[:0]
 }

@@ -192,6 +192,11 @@ func (t *Table[H]) Shard(h uint64) *Shard[H] {
 	return &t.shards[h>>t.shift]
 }
 
+// Index returns the index of the shard of the key whose hash is h: the
+// shard Shard(h) returns is At(Index(h)). Owners keep per-shard state of
+// their own in a slice of Len() beside the table.
+func (t *Table[H]) Index(h uint64) int { return int(h >> t.shift) }
+
 // Len returns the number of shards.
 func (t *Table[H]) Len() int { return len(t.shards) }
 
