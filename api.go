@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/puzpuzpuz/xsync/v4"
-
 	"github.com/holdline/locks/lease"
 	"github.com/holdline/locks/shard"
 )
@@ -31,28 +29,28 @@ type HoldFunc func(ctx context.Context, lease *Lease) error
 // transaction would keep its writer while the key is waited for, so hold
 // first, then begin the transaction. TryHold is allowed. It allocates one
 // context.
-func InTransaction(ctx context.Context) context.Context { return lease.InTransaction(ctx) }
+func InTransaction(ctx context.Context) context.Context {
+	return context.WithValue(ctx, markKey{}, txMark{})
+}
 
 // Store owns every lock, lease and waiter of a process's keyed locks; they
 // live in its memory. Make one with NewStore (the zero Store is not usable)
 // and Close it when done: from its first deadline (a wait, a maxHold) until
 // Close it owns one goroutine, parked while nothing is pending, which a
-// store never closed leaks. Lock names are kept until Close, so a program
-// should open a bounded set of names. Safe for concurrent use.
+// store never closed leaks. A store keeps nothing per lock name: a Lock
+// is a handle, and memory for a key lives only while it has a holder or a
+// waiter. Safe for concurrent use.
 type Store struct {
-	table  *shard.Table[*holder]
-	locks  *xsync.Map[string, *lockState]
-	origin time.Time // the zero of the monotonic instants the timer wheel uses
+	table  *keyTable
+	local  []shardLocal // beside the table's shards, one each
+	origin time.Time    // the zero of the monotonic instants the timer wheel uses
 	closed atomic.Bool
 	close  sync.Once
-
-	slots sync.Pool // of *slot
 
 	drainMu sync.Mutex
 	drained chan struct{} // closed and replaced when a closed store's shard has no function left running
 
-	deadlines []shardDeadlines // beside the table's shards, one each
-	timers    timers
+	timers timers
 }
 
 // NewStore returns an open store. Its fences start from the wall clock, so
@@ -63,16 +61,14 @@ type Store struct {
 func NewStore(opts ...StoreOption) *Store {
 	c := newStoreConfig(opts)
 	s := &Store{
-		table:   shard.NewTable[*holder](c.shards, lease.Seed()),
-		locks:   xsync.NewMap[string, *lockState](),
+		table:   shard.NewTable[*holdContext, *ticket](c.shards, lease.Seed()),
 		origin:  time.Now(),
 		drained: make(chan struct{}),
 	}
-	s.deadlines = make([]shardDeadlines, s.table.Len())
-	for i := range s.deadlines {
-		s.deadlines[i].sh = s.table.At(i)
+	s.local = make([]shardLocal, s.table.Len())
+	for i := range s.local {
+		s.local[i].sh = s.table.At(i)
 	}
-	s.slots.New = func() any { return new(slot) }
 	s.timers.init(s, c.tick)
 	return s
 }
@@ -88,8 +84,8 @@ func NewStore(opts ...StoreOption) *Store {
 func (s *Store) Close() error {
 	s.close.Do(func() {
 		s.closed.Store(true)
-		for i := 0; i < s.table.Len(); i++ {
-			s.closeShard(s.table.At(i))
+		for i := range s.local {
+			s.closeShard(&s.local[i])
 		}
 		s.timers.stop()
 	})
@@ -161,7 +157,7 @@ type lockState struct {
 // keys, each with its own default options. Safe for concurrent use.
 type Lock struct {
 	store *Store
-	state *lockState
+	state lockState
 	opts  settings
 }
 
@@ -180,10 +176,7 @@ func OpenLock(s *Store, name string, opts ...Option) (*Lock, error) {
 	if s.closed.Load() {
 		return nil, newError(Closed, name, "", "the store is closed")
 	}
-	state, _ := s.locks.LoadOrCompute(name, func() (*lockState, bool) {
-		return &lockState{name: name, hash: shard.LockHash(name)}, false
-	})
-	return &Lock{store: s, state: state, opts: st}, nil
+	return &Lock{store: s, state: lockState{name: name, hash: shard.LockHash(name)}, opts: st}, nil
 }
 
 // Name returns the lock's name.

@@ -1,45 +1,45 @@
 package locks
 
-import (
-	"time"
+import "time"
 
-	"github.com/holdline/locks/shard"
-)
-
-// revokeLocked takes the key from its holder g, for the reason r, and
-// gives it to the next in line at once, returning the new holder's wake-up
-// (nil if nobody waited). g's maxHold deadline, if any, is already out of
-// its list. g's function learns it through its context, which the caller
-// cancels once the shard's lock is let go; its Hold fails Lost when it
-// returns.
-func (s *Store) revokeLocked(g *holder, r loss) chan<- state {
-	sh := g.shard
-	g.state, g.lost = revoked, r
-	sh.Counts.Revoked++
-	ready := s.passLocked(sh, g.entry)
-	g.entry = nil
-	return ready
+// revokeLocked takes e from its holder for the reason r and gives it to
+// the next in line at once, returning the new holder's wake-up (nil if
+// nobody waited) and the revoked context, whose real context the caller
+// cancels (cancelLost) once the shard's lock is let go. The revoked hold
+// learns it at its release, and its Hold fails Lost.
+func (s *Store) revokeLocked(sd *shardLocal, e *keyEntry, r loss) (chan<- state, *holdContext) {
+	c := e.Holder
+	c.loseLocked(r, lostError(c.lease.Lock, c.lease.Key, r))
+	sd.sh.Counts.Revoked++
+	if t := e.Ticket; t != nil {
+		disarmLocked(t)
+		e.Ticket = nil
+	}
+	return s.passLocked(sd, e), c
 }
 
-// closeShard fails every waiter of sh Closed, revokes every holder with
-// reason "its store closed", and frees every entry.
-func (s *Store) closeShard(sh *shard.Shard[*holder]) {
+// closeShard fails every waiter of sd's shard Closed, revokes every holder
+// with reason "its store closed", and frees every entry.
+func (s *Store) closeShard(sd *shardLocal) {
 	var wake []chan<- state
-	var lose []*holder
+	var lose []*holdContext
+	sh := sd.sh
 	sh.Lock()
-	sh.AllLocked(func(e *shard.Entry[*holder]) bool {
+	sh.AllLocked(func(e *keyEntry) bool {
 		for el := e.Line.PopFront(); el != nil; el = e.Line.PopFront() {
-			w := el.Value
-			w.state, w.entry = shut, nil
-			disarmLocked(w)
-			wake = append(wake, w.slot.ready)
+			t := el.Value
+			t.state = shut
+			disarmLocked(t)
+			wake = append(wake, t.ready)
 		}
-		if g := e.Holder; g != nil {
-			g.state, g.lost, g.entry = revoked, lostClosed, nil
+		if c := e.Holder; c != nil {
+			c.loseLocked(lostClosed, lostError(c.lease.Lock, c.lease.Key, lostClosed))
 			sh.Counts.Revoked++
-			disarmLocked(g)
-			lose = append(lose, g)
-			e.Holder = nil
+			if t := e.Ticket; t != nil {
+				disarmLocked(t)
+			}
+			lose = append(lose, c)
+			e.Holder, e.Ticket = nil, nil
 		}
 		sh.DeleteLocked(e)
 		return true
@@ -49,8 +49,8 @@ func (s *Store) closeShard(sh *shard.Shard[*holder]) {
 	for _, w := range wake {
 		w <- shut
 	}
-	for _, g := range lose {
-		g.Lose(lostError(g.Lease.Lock, g.Lease.Key, lostClosed))
+	for _, c := range lose {
+		c.cancelLost()
 	}
 }
 

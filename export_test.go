@@ -22,11 +22,11 @@ func KeyEntries(s *Store) int {
 // its list early leaves the list's timer in the wheel until its old
 // instant: one wake-up, then the wheel is idle.
 func PendingTimers(s *Store) (n int, idle bool) {
-	for i := range s.deadlines {
-		sh := s.table.At(i)
-		sh.Lock()
-		n += s.deadlines[i].pendingLocked()
-		sh.Unlock()
+	for i := range s.local {
+		sd := &s.local[i]
+		sd.sh.Lock()
+		n += sd.pendingLocked()
+		sd.sh.Unlock()
 	}
 	s.timers.mu.Lock()
 	defer s.timers.mu.Unlock()

@@ -4,73 +4,84 @@ import (
 	"context"
 	"time"
 
-	"github.com/holdline/locks/lease"
 	"github.com/holdline/locks/shard"
 	"github.com/holdline/locks/waitq"
 )
 
-// state is where a holder stands. Guarded by its shard's mutex.
+// The store's instances of the shard package's table.
+type (
+	keyTable = shard.Table[*holdContext, *ticket]
+	keyShard = shard.Shard[*holdContext, *ticket]
+	keyEntry = shard.Entry[*holdContext, *ticket]
+)
+
+// state is where a ticket's hold stands. Guarded by its shard's mutex.
 type state uint8
 
 const (
 	waiting  state = iota // in the key's line
-	holding               // the key's holder
+	holding               // granted the key
 	timedOut              // left the line when its wait passed
 	left                  // left the line when its context ended
 	shut                  // left the line when the store closed
-	revoked               // lost the key (maxHold, store closed) while fn ran
-	released              // let the key go
 )
 
-// holder is one call of Hold: first a waiter in the key's line (if the key
-// was held), then the key's holder. It is allocated once per call and never
-// reused, so a pointer to it identifies that call for good: a wake-up meant
-// for an earlier call can never reach a later one. It is also what the
-// call's function gets: its context, and its Lease.
-type holder struct {
-	lease.Context // fn's context; its Lease is fn's lease
-
-	shard *shard.Shard[*holder]
-	entry *shard.Entry[*holder] // the key's entry while waiting or holding; guarded by shard
-	slot  *slot                 // set while the hold waits or has a maxHold; guarded by shard until release, then the holder's own
-	state state                 // guarded by shard
-	lost  loss                  // why the lease was revoked; guarded by shard
-}
-
-// slot is the part of a hold that only a waiter or a holder with a maxHold
-// needs: its place in the key's line, its pending deadline, and its
-// wake-up. Slots are internal (no user code ever sees one), so unlike
-// holders they are pooled: a hold that waits or has a maxHold allocates
-// nothing for it in the steady state. Guarded by the holder's shard.
-type slot struct {
-	wait    waitq.Element[*holder] // place in the key's line
-	due     waitq.Element[*holder] // place in a deadline list
+// ticket is the part of a hold that only a waiter or a holder with a
+// maxHold needs: its place in the key's line, its pending deadline, and
+// its wake-up. A hold takes one from its shard when it joins a line or is
+// granted with a maxHold, keeps it until it lets the key go, and gives it
+// back under the shard's mutex. Tickets are internal (no user code ever
+// sees one), so unlike the hold's context they are reused: nothing but the
+// shard's lists and the hold's own goroutine points at one, and both let
+// go of it before it is given back. Guarded by the shard's mutex.
+type ticket struct {
+	c       *holdContext
+	entry   *keyEntry
+	state   state
+	wait    waitq.Element[*ticket] // place in the key's line
+	due     waitq.Element[*ticket] // place in a deadline list
 	at      time.Duration          // when the pending deadline is due, on the timer clock
 	list    *deadlineList          // the list due stands in; nil when no deadline is pending
-	sd      *shardDeadlines        // the deadline lists of the holder's shard
 	ready   chan state             // a waiter's wake-up: one send of its settled state
-	maxHold time.Duration          // the waiter's maxHold, armed at its grant
+	maxHold time.Duration          // a waiter's maxHold, armed at its grant
 }
 
-// takeSlot gives g a slot from s's pool, if it has none.
-func (s *Store) takeSlot(g *holder, sd *shardDeadlines) *slot {
-	if g.slot == nil {
-		sl := s.slots.Get().(*slot)
-		sl.wait.Value, sl.due.Value, sl.sd = g, g, sd
-		g.slot = sl
+// keepTickets is how many given-back tickets a shard keeps for reuse:
+// enough for the waiters of a hot key or two.
+const keepTickets = 32
+
+// takeTicketLocked returns a ticket of sd's for c's hold of e.
+func (sd *shardLocal) takeTicketLocked(c *holdContext, e *keyEntry) *ticket {
+	var t *ticket
+	if n := len(sd.tickets); n > 0 {
+		t = sd.tickets[n-1]
+		sd.tickets[n-1] = nil
+		sd.tickets = sd.tickets[:n-1]
+	} else {
+		t = new(ticket)
+		t.wait.Value, t.due.Value = t, t
 	}
-	return g.slot
+	t.c, t.entry = c, e
+	return t
 }
 
-// putSlot returns g's slot to the pool, once nothing can reach it any
-// more: it is out of the line and of every deadline list, and its wake-up
-// was received.
-func (s *Store) putSlot(g *holder) {
-	if sl := g.slot; sl != nil {
-		g.slot = nil
-		sl.wait.Value, sl.due.Value, sl.sd = nil, nil, nil
-		s.slots.Put(sl)
+// putTicketLocked gives t back to sd, once it is out of every line and
+// list and its wake-up, if one was sent, was received.
+func (sd *shardLocal) putTicketLocked(t *ticket) {
+	t.c, t.entry, t.maxHold = nil, nil, 0
+	if len(sd.tickets) < keepTickets {
+		sd.tickets = append(sd.tickets, t)
 	}
+}
+
+// hold is what a call of Hold keeps on its goroutine from the grant to the
+// release: the key's entry and shard, the function's context, and its
+// ticket if it has one.
+type hold struct {
+	c  *holdContext
+	sd *shardLocal
+	e  *keyEntry
+	t  *ticket // nil unless the hold waited or has a maxHold
 }
 
 // hold is Hold: check, grant or wait, run.
@@ -80,17 +91,17 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) er
 		return err
 	}
 	name := l.state.name
-	switch lease.Check(ctx, name, text) {
-	case lease.Transaction:
+	switch enclosing(ctx, name, text) {
+	case inTransaction:
 		return newError(Invalid, name, text, "held inside a transaction")
-	case lease.Nested:
+	case nested:
 		return newError(Invalid, name, text, "held inside a hold of the same key")
 	}
-	g, err := l.acquire(ctx, text, st)
+	h, err := l.acquire(ctx, text, st)
 	if err != nil {
 		return err
 	}
-	return l.store.run(g, fn)
+	return l.store.run(h, fn)
 }
 
 // check validates a hold's arguments and returns the key's text and the
@@ -116,20 +127,20 @@ func (l *Lock) check(ctx context.Context, key any, opts []Option, fn HoldFunc) (
 	return text, st, nil
 }
 
-// acquire grants key text to a new holder at once if it is free, or puts
-// it in the key's line and waits until it is granted (nil error), its wait
+// acquire grants key text to a new hold at once if it is free, or puts it
+// in the key's line and waits until it is granted (nil error), its wait
 // passes, its ctx ends, or the store closes.
 //
 // The clock is read once: before the shard's lock for a hold without a
 // maxHold (a wait counts from the call, and a free key's Granted may
 // precede the grant by the lock's wait), and under it when a maxHold is
 // to count from the grant itself, never from before it.
-func (l *Lock) acquire(ctx context.Context, text string, st settings) (*holder, error) {
+func (l *Lock) acquire(ctx context.Context, text string, st settings) (hold, error) {
 	s, name := l.store, l.state.name
-	h := shard.Hash(l.state.hash, text)
-	i := s.table.Index(h)
-	sh, sd := s.table.At(i), &s.deadlines[i]
-	g := newHolder(ctx, sh, name, text)
+	hash := shard.Hash(l.state.hash, text)
+	sd := &s.local[s.table.Index(hash)]
+	sh := sd.sh
+	c := newHoldContext(ctx, name, text)
 	var now time.Time
 	var at time.Duration
 	if st.maxHold == 0 {
@@ -139,36 +150,36 @@ func (l *Lock) acquire(ctx context.Context, text string, st settings) (*holder, 
 	sh.Lock()
 	if s.closed.Load() {
 		sh.Unlock()
-		return nil, newError(Closed, name, text, "the store is closed")
+		return hold{}, newError(Closed, name, text, "the store is closed")
 	}
-	e := sh.LookupLocked(h, name, text)
+	e := sh.LookupLocked(hash, name, text)
 	if e == nil {
 		if st.maxHold > 0 {
 			now, at = s.now()
 		}
-		e = sh.InsertLocked(h, name, text)
-		s.grantLocked(e, g, sd, st.maxHold, now, at)
+		e = sh.InsertLocked(hash, name, text)
+		t := s.grantLocked(sd, e, c, nil, st.maxHold, now, at)
 		sh.Unlock()
-		return g, nil
+		return hold{c, sd, e, t}, nil
 	}
 	switch {
 	case st.wait == 0:
 		sh.Unlock()
-		return nil, newError(InUse, name, text, "held past the hold's wait")
+		return hold{}, newError(InUse, name, text, "held past the hold's wait")
 	case e.Line.Len() >= MaxWaiters:
 		sh.Counts.Refused++
 		sh.Unlock()
-		return nil, newError(Limit, name, text, "the line of waiters is full")
+		return hold{}, newError(Limit, name, text, "the line of waiters is full")
 	}
 	if st.maxHold > 0 {
 		_, at = s.now()
 	}
-	s.joinLocked(e, g, sd, st, at)
+	h := hold{c, sd, e, s.joinLocked(sd, e, c, st, at)}
 	sh.Unlock()
-	if err := s.await(ctx, g); err != nil {
-		return nil, err
+	if err := s.await(ctx, h); err != nil {
+		return hold{}, err
 	}
-	return g, nil
+	return h, nil
 }
 
 // tryHold is TryHold: it runs fn if the key is free, and never waits.
@@ -178,209 +189,215 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc) (bool, error) 
 		return false, err
 	}
 	s, name := l.store, l.state.name
-	h := shard.Hash(l.state.hash, text)
-	i := s.table.Index(h)
-	sh := s.table.At(i)
+	hash := shard.Hash(l.state.hash, text)
+	sd := &s.local[s.table.Index(hash)]
+	sh := sd.sh
 	sh.Lock()
 	if s.closed.Load() {
 		sh.Unlock()
 		return false, newError(Closed, name, text, "the store is closed")
 	}
-	if sh.LookupLocked(h, name, text) != nil {
+	if sh.LookupLocked(hash, name, text) != nil {
 		sh.Unlock()
 		return false, nil
 	}
-	g := newHolder(ctx, sh, name, text) // only for a free key
+	c := newHoldContext(ctx, name, text) // only for a free key
 	now, at := s.now()
-	e := sh.InsertLocked(h, name, text)
-	s.grantLocked(e, g, &s.deadlines[i], st.maxHold, now, at)
+	e := sh.InsertLocked(hash, name, text)
+	t := s.grantLocked(sd, e, c, nil, st.maxHold, now, at)
 	sh.Unlock()
-	return true, s.run(g, fn)
+	return true, s.run(hold{c, sd, e, t}, fn)
 }
 
-// newHolder returns the record of one call of Hold on sh's key text of
-// lock name, whose function's context derives from ctx.
-func newHolder(ctx context.Context, sh *shard.Shard[*holder], name, text string) *holder {
-	g := &holder{shard: sh}
-	g.Bind(ctx)
-	g.Lease.Lock, g.Lease.Key = name, text
-	return g
-}
-
-// joinLocked puts g at the back of e's line, its wait counted from the
-// call's instant at (on the timer clock).
-func (s *Store) joinLocked(e *shard.Entry[*holder], g *holder, sd *shardDeadlines, st settings, at time.Duration) {
-	g.state, g.entry = waiting, e
-	g.shard.Counts.Waits++
-	sl := s.takeSlot(g, sd)
-	sl.maxHold = st.maxHold
-	if sl.ready == nil { // a slot that only ever had a maxHold has none yet
-		sl.ready = make(chan state, 1)
+// joinLocked puts a ticket for c at the back of e's line, its wait counted
+// from the call's instant at (on the timer clock), and returns it.
+func (s *Store) joinLocked(sd *shardLocal, e *keyEntry, c *holdContext, st settings, at time.Duration) *ticket {
+	sd.sh.Counts.Waits++
+	t := sd.takeTicketLocked(c, e)
+	t.state, t.maxHold = waiting, st.maxHold
+	if t.ready == nil { // a ticket that only ever had a maxHold has none yet
+		t.ready = make(chan state, 1)
 	}
-	e.Line.PushBack(&sl.wait)
-	s.armLocked(g, forWait, st.wait, after(at, st.wait))
+	e.Line.PushBack(&t.wait)
+	s.armLocked(sd, t, forWait, st.wait, after(at, st.wait))
+	return t
 }
 
 // run calls fn holding the key, and lets the key go however fn ends: by
 // returning, panicking or calling runtime.Goexit.
-func (s *Store) run(g *holder, fn HoldFunc) (err error) {
-	defer func() { err = s.release(g, err) }()
-	return fn(&g.Context, &g.Context.Lease)
+func (s *Store) run(h hold, fn HoldFunc) (err error) {
+	defer func() { err = s.release(h, err) }()
+	return fn(h.c, &h.c.lease)
 }
 
 // await parks a waiter until its state is settled: granted, timed out, or
 // shut by Close; or until ctx ends, when it leaves the line. The settled
-// state comes over the wake-up channel: g.state itself may change again (a
-// revocation) while this goroutine does not hold the shard's mutex.
-func (s *Store) await(ctx context.Context, g *holder) error {
-	sl := g.slot
+// state comes over the wake-up channel.
+func (s *Store) await(ctx context.Context, h hold) error {
 	var settled state
 	if done := ctx.Done(); done == nil { // a context that never ends
-		settled = <-sl.ready
+		settled = <-h.t.ready
 	} else {
 		select {
-		case settled = <-sl.ready:
+		case settled = <-h.t.ready:
 		case <-done:
-			return s.leave(ctx, g)
+			return s.leave(ctx, h)
 		}
 		if settled == holding && ctx.Err() != nil {
 			// Granted, but ctx ended too, perhaps first, while the select
 			// took the grant: the context's end wins, as in x/sync's
 			// semaphore (go.dev/issue/63615). The key goes on.
-			s.giveBack(g)
-			return canceledError(g.Lease.Lock, g.Lease.Key, ctx.Err())
+			s.giveBack(h)
+			return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx.Err())
 		}
 	}
-	return s.settled(g, settled)
+	return s.settled(h, settled)
 }
 
 // leave takes a waiter whose ctx ended out of the line. If it was settled
 // meanwhile, its wake-up is on its way: a grant is passed on to the next in
 // line, never lost; a timeout or a close is reported as such.
-func (s *Store) leave(ctx context.Context, g *holder) error {
-	sh, sl := g.shard, g.slot
+func (s *Store) leave(ctx context.Context, h hold) error {
+	sh, t := h.sd.sh, h.t
 	sh.Lock()
-	if g.state == waiting {
-		g.entry.Line.Remove(&sl.wait)
-		disarmLocked(g)
-		g.state, g.entry = left, nil
+	if t.state == waiting {
+		h.e.Line.Remove(&t.wait)
+		disarmLocked(t)
+		t.state = left
 		sh.Counts.Left++
+		h.sd.putTicketLocked(t)
 		sh.Unlock()
-		s.putSlot(g)
-		return canceledError(g.Lease.Lock, g.Lease.Key, ctx.Err())
+		return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx.Err())
 	}
 	sh.Unlock()
-	settled := <-sl.ready
+	settled := <-t.ready
 	if settled == holding {
-		s.giveBack(g)
-		return canceledError(g.Lease.Lock, g.Lease.Key, ctx.Err())
+		s.giveBack(h)
+		return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx.Err())
 	}
-	return s.settled(g, settled)
+	return s.settled(h, settled)
 }
 
 // settled returns what a waiter woken in the state st answers: nil when it
 // holds the key.
-func (s *Store) settled(g *holder, st state) error {
-	switch st {
-	case holding:
-		if g.Lease.Granted.IsZero() {
+func (s *Store) settled(h hold, st state) error {
+	if st == holding {
+		if h.c.lease.Granted.IsZero() {
 			// Handed off without a maxHold: the grant left the clock to
 			// the woken waiter, to keep it out of the shard's lock. This
 			// instant is after the grant and before fn runs.
-			g.Lease.Granted = time.Now()
+			h.c.lease.Granted = time.Now()
 		}
-	case timedOut:
-		s.putSlot(g)
-		return newError(InUse, g.Lease.Lock, g.Lease.Key, "held past the hold's wait")
-	case shut:
-		s.putSlot(g)
-		return newError(Closed, g.Lease.Lock, g.Lease.Key, "the store is closed")
+		return nil
 	}
-	return nil
+	sh := h.sd.sh
+	sh.Lock()
+	h.sd.putTicketLocked(h.t)
+	sh.Unlock()
+	if st == shut {
+		return newError(Closed, h.c.lease.Lock, h.c.lease.Key, "the store is closed")
+	}
+	return newError(InUse, h.c.lease.Lock, h.c.lease.Key, "held past the hold's wait")
 }
 
-// grantLocked makes g the holder of e at now (at on the timer clock): it
-// gives g its fence and grant time and arms its maxHold. A zero now
-// leaves Granted for the woken waiter to read (see settled); it is only
-// zero without a maxHold.
-func (s *Store) grantLocked(e *shard.Entry[*holder], g *holder, sd *shardDeadlines, maxHold time.Duration, now time.Time, at time.Duration) {
-	sh := g.shard
-	g.state, g.entry = holding, e
-	e.Holder = g
+// grantLocked makes c, with its ticket t (nil for a hold that did not
+// wait), the holder of e at now (at on the timer clock): it gives c its
+// fence and grant time and arms its maxHold, taking a ticket for it if it
+// has none. It returns the hold's ticket. A zero now leaves Granted for
+// the woken waiter to read (see settled); it is only zero without a
+// maxHold.
+func (s *Store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *ticket, maxHold time.Duration, now time.Time, at time.Duration) *ticket {
+	sh := sd.sh
+	e.Holder = c
 	sh.Busy++
 	sh.Counts.Grants++
-	g.Lease.Fence = sh.Fences.Next()
-	g.Lease.Granted = now
+	c.lease.Fence = sh.Fences.Next()
+	c.lease.Granted = now
 	if maxHold > 0 {
-		g.Lease.Deadline = now.Add(maxHold)
-		s.takeSlot(g, sd)
-		s.armLocked(g, forMaxHold, maxHold, after(at, maxHold))
+		c.lease.Deadline = now.Add(maxHold)
+		if t == nil {
+			t = sd.takeTicketLocked(c, e)
+		}
+		s.armLocked(sd, t, forMaxHold, maxHold, after(at, maxHold))
+		e.Ticket = t
 	}
+	if t != nil {
+		t.state = holding
+	}
+	return t
 }
 
 // passLocked gives e to the head of its line and returns the new holder's
-// wake-up, on which to send holding once sh is unlocked; if nobody waits,
-// it frees e and returns nil. The key is never free while someone is in
-// line, so no newcomer can take it in between (strict FIFO, no barging).
-func (s *Store) passLocked(sh *shard.Shard[*holder], e *shard.Entry[*holder]) chan<- state {
+// wake-up, on which to send holding once the shard is unlocked; if nobody
+// waits, it frees e and returns nil. e's holder and its ticket were let go
+// before. The key is never free while someone is in line, so no newcomer
+// can take it in between (strict FIFO, no barging).
+func (s *Store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 	el := e.Line.PopFront()
 	if el == nil {
-		e.Holder = nil
-		sh.DeleteLocked(e)
+		e.Holder, e.Ticket = nil, nil
+		sd.sh.DeleteLocked(e)
 		return nil
 	}
-	next := el.Value
-	sl := next.slot
-	disarmLocked(next) // its wait
+	t := el.Value
+	disarmLocked(t) // its wait
 	var now time.Time
 	var at time.Duration
-	if sl.maxHold > 0 {
+	if t.maxHold > 0 {
 		now, at = s.now()
 	}
-	s.grantLocked(e, next, sl.sd, sl.maxHold, now, at)
-	return sl.ready
+	e.Ticket = nil
+	s.grantLocked(sd, e, t.c, t, t.maxHold, now, at)
+	return t.ready
 }
 
-// release lets g's key go once fn has returned, handing it to the next in
-// line, and turns fnErr into what Hold returns.
-func (s *Store) release(g *holder, fnErr error) error {
-	sh := g.shard
+// release lets h's key go once fn has returned, handing it to the next in
+// line, and turns fnErr into what Hold returns. A hold whose key was
+// revoked finds another holder, or none, in its entry (which may by now be
+// another key's: the context is never reused, so it cannot be mistaken),
+// and the reason in its context.
+func (s *Store) release(h hold, fnErr error) error {
+	sh := h.sd.sh
 	var wake chan<- state
+	lost := notLost
 	sh.Lock()
 	sh.Busy--
-	if g.state == holding {
-		g.state = released
-		disarmLocked(g) // its maxHold
-		wake = s.passLocked(sh, g.entry)
-		g.entry = nil
+	if h.e.Holder == h.c {
+		if h.t != nil {
+			disarmLocked(h.t) // its maxHold
+		}
+		wake = s.passLocked(h.sd, h.e)
+	} else {
+		lost = h.c.lost()
 	}
-	lost := g.lost
+	if h.t != nil {
+		h.sd.putTicketLocked(h.t)
+	}
 	drained := sh.Busy == 0 && s.closed.Load()
 	sh.Unlock()
 	if wake != nil {
 		wake <- holding
 	}
-	s.putSlot(g) // out of every line and list now
-	g.End()
+	h.c.end()
 	if drained {
 		s.signalDrained()
 	}
 	if lost != notLost {
-		err := lostError(g.Lease.Lock, g.Lease.Key, lost)
+		err := lostError(h.c.lease.Lock, h.c.lease.Key, lost)
 		err.cause = fnErr
 		return err
 	}
 	return fnErr
 }
 
-// giveBack lets go a key that g was granted as its context ended, before
+// giveBack lets go a key that h was granted as its context ended, before
 // its function ran: the key goes on as at a release, and the hold counts
 // as a waiter that left, not as a grant.
-func (s *Store) giveBack(g *holder) {
-	sh := g.shard
+func (s *Store) giveBack(h hold) {
+	sh := h.sd.sh
 	sh.Lock()
 	sh.Counts.Grants--
 	sh.Counts.Left++
 	sh.Unlock()
-	s.release(g, nil)
+	s.release(h, nil)
 }

@@ -86,9 +86,9 @@ func (c slowDoneCtx) Done() <-chan struct{} {
 
 // TestRegressionRevokeRunsNoCallerCodeOnTheTimerGoroutine: revoking a lease at
 // its maxHold must not run the holder's caller's context code on the store's
-// one timer goroutine. lease.Context.Lose builds fn's real context (a
+// one timer goroutine. Revocation once built fn's real context (a
 // context.WithCancelCause on the caller's context, which calls its Done)
-// from revoke, on the timer goroutine, and under the lease's mutex: every
+// on the timer goroutine, and under the lease's mutex: every
 // other deadline of the store then waits for that call. Here key 2's
 // maxHold passes 1 s after key 1's, and is not acted on for as long as that
 // Done call takes.

@@ -44,10 +44,10 @@ const maxInstant = time.Duration(math.MaxInt64)
 // duration, first due first. Its fields but timer are guarded by its
 // shard's mutex.
 type deadlineList struct {
-	sd   *shardDeadlines
+	sd   *shardLocal
 	p    purpose
 	d    time.Duration
-	line waitq.List[*holder] // of slot.due, in arrival order
+	line waitq.List[*ticket] // of ticket.due, in arrival order
 	// armed: the wheel holds a timer for this list, or the timer goroutine
 	// has taken it from the wheel and will look at the list (and re-arm it)
 	// under the shard's mutex. Cleared only there, when the list is empty.
@@ -59,18 +59,19 @@ type deadlineList struct {
 // keeps the rest in a map: programs use a handful of durations.
 const maxLists = 8
 
-// shardDeadlines are one shard's deadline lists, padded so that two
-// shards' never share a cache line.
-type shardDeadlines struct {
-	deadlineLists
-	_ [shard.CacheLine - unsafe.Sizeof(deadlineLists{})%shard.CacheLine]byte
+// shardLocal is the store's own state of one shard, beside the table's
+// (the same index), padded so that two shards' never share a cache line.
+type shardLocal struct {
+	local
+	_ [(shard.CacheLine - unsafe.Sizeof(local{})%shard.CacheLine) % shard.CacheLine]byte
 }
 
-// deadlineLists are guarded by their shard's mutex.
-type deadlineLists struct {
-	sh    *shard.Shard[*holder]
-	lists []*deadlineList           // the first maxLists lists
-	more  map[listKey]*deadlineList // the rest, rarely any
+// local is guarded by its shard's mutex.
+type local struct {
+	sh      *keyShard
+	lists   []*deadlineList           // the first maxLists deadline lists
+	more    map[listKey]*deadlineList // the rest, rarely any
+	tickets []*ticket                 // given back, for reuse
 }
 
 type listKey struct {
@@ -79,7 +80,7 @@ type listKey struct {
 }
 
 // listLocked returns sd's list for p and d, making it if there is none.
-func (sd *shardDeadlines) listLocked(p purpose, d time.Duration) *deadlineList {
+func (sd *shardLocal) listLocked(p purpose, d time.Duration) *deadlineList {
 	for _, l := range sd.lists {
 		if l.d == d && l.p == p {
 			return l
@@ -103,7 +104,7 @@ func (sd *shardDeadlines) listLocked(p purpose, d time.Duration) *deadlineList {
 
 // dropLocked forgets l, an empty list whose timer is not armed, so that a
 // program that used many durations once does not keep their lists.
-func (sd *shardDeadlines) dropLocked(l *deadlineList) {
+func (sd *shardLocal) dropLocked(l *deadlineList) {
 	if sd.more[listKey{l.p, l.d}] == l {
 		delete(sd.more, listKey{l.p, l.d})
 		return
@@ -120,7 +121,7 @@ func (sd *shardDeadlines) dropLocked(l *deadlineList) {
 }
 
 // pendingLocked returns how many deadlines sd holds.
-func (sd *shardDeadlines) pendingLocked() int {
+func (sd *shardLocal) pendingLocked() int {
 	n := 0
 	for _, l := range sd.lists {
 		n += l.line.Len()
@@ -131,27 +132,26 @@ func (sd *shardDeadlines) pendingLocked() int {
 	return n
 }
 
-// armLocked makes g's deadline for p, of duration d, due at instant at on
-// the timer clock. g has a slot and no pending deadline. O(1); the wheel's
-// mutex is taken only when the list had no timer.
-func (s *Store) armLocked(g *holder, p purpose, d, at time.Duration) {
-	sl := g.slot
-	l := sl.sd.listLocked(p, d)
-	sl.at, sl.list = at, l
-	l.line.PushBack(&sl.due)
+// armLocked makes t's deadline for p, of duration d, due at instant at on
+// the timer clock. t has no pending deadline. O(1); the wheel's mutex is
+// taken only when the list had no timer.
+func (s *Store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Duration) {
+	l := sd.listLocked(p, d)
+	t.at, t.list = at, l
+	l.line.PushBack(&t.due)
 	if !l.armed {
 		l.armed = true
 		s.timers.schedule(l, at)
 	}
 }
 
-// disarmLocked takes g's pending deadline, if it has one, out of its list.
+// disarmLocked takes t's pending deadline, if it has one, out of its list.
 // O(1); the list's timer is left to fire, and finds what is then at the
 // head.
-func disarmLocked(g *holder) {
-	if sl := g.slot; sl != nil && sl.list != nil {
-		sl.list.line.Remove(&sl.due)
-		sl.list = nil
+func disarmLocked(t *ticket) {
+	if t.list != nil {
+		t.list.line.Remove(&t.due)
+		t.list = nil
 	}
 }
 
@@ -299,7 +299,7 @@ func (t *timers) fireAll(due []*timerwheel.Timer[*deadlineList], now time.Durati
 // let go: wake-ups to send and leases to cancel. Reused from list to list.
 type firing struct {
 	wake []wakeup
-	lose []*holder
+	lose []*holdContext
 }
 
 type wakeup struct {
@@ -311,27 +311,29 @@ type wakeup struct {
 // mutex, re-arms l's timer for what is then at its head, and then sends
 // the wake-ups and cancels the revoked leases' contexts.
 func (s *Store) fire(l *deadlineList, now time.Duration, f *firing) {
-	sh := l.sd.sh
+	sd := l.sd
+	sh := sd.sh
 	sh.Lock()
-	for el := l.line.Front(); el != nil && el.Value.slot.at <= now; el = l.line.Front() {
-		g := el.Value
+	for el := l.line.Front(); el != nil && el.Value.at <= now; el = l.line.Front() {
+		t := el.Value
 		l.line.Remove(el)
-		g.slot.list = nil
+		t.list = nil
 		switch l.p {
 		case forWait:
-			g.entry.Line.Remove(&g.slot.wait)
-			g.state, g.entry = timedOut, nil
+			t.entry.Line.Remove(&t.wait)
+			t.state = timedOut
 			sh.Counts.TimedOut++
-			f.wake = append(f.wake, wakeup{g.slot.ready, timedOut})
+			f.wake = append(f.wake, wakeup{t.ready, timedOut})
 		case forMaxHold:
-			if ready := s.revokeLocked(g, lostMaxHold); ready != nil {
+			ready, c := s.revokeLocked(sd, t.entry, lostMaxHold)
+			if ready != nil {
 				f.wake = append(f.wake, wakeup{ready, holding})
 			}
-			f.lose = append(f.lose, g)
+			f.lose = append(f.lose, c)
 		}
 	}
 	if el := l.line.Front(); el != nil {
-		s.timers.schedule(l, el.Value.slot.at)
+		s.timers.schedule(l, el.Value.at)
 	} else {
 		l.armed = false
 		l.sd.dropLocked(l)
@@ -340,8 +342,8 @@ func (s *Store) fire(l *deadlineList, now time.Duration, f *firing) {
 	for _, w := range f.wake {
 		w.ready <- w.st
 	}
-	for _, g := range f.lose {
-		g.Lose(lostError(g.Lease.Lock, g.Lease.Key, g.lost))
+	for _, c := range f.lose {
+		c.cancelLost()
 	}
 	clear(f.wake)
 	clear(f.lose)

@@ -79,10 +79,15 @@ const (
 	Holding                  // the key's holder
 	Revoked                  // lost the key while its fn still runs
 	Done                     // Hold returned (or its goroutine ended)
+	// Unseen is a real call's phase only: its fn runs, and its caller's
+	// context ended first, so fn's context answers the caller's outcome,
+	// which a later loss does not change (no exported method of the
+	// context says more): Holding or Revoked, which its end will tell.
+	Unseen
 )
 
 func (p Phase) String() string {
-	return [...]string{"?", "waiting", "holding", "revoked", "done"}[p]
+	return [...]string{"?", "waiting", "holding", "revoked", "done", "holding or revoked"}[p]
 }
 
 // Key is a key of a store: a lock name and a key text.

@@ -1,12 +1,8 @@
-// Package lease holds what a holder of a key is given: the Lease with its
-// fence, and the Context its function runs under, which ends when the
-// lease is lost.
-//
-// A lease is granted by a store (package locks) and lost when the store
-// revokes it: at its maxHold, when its ttl runs out, or when the store
-// closes. Losing a lease cancels its Context with the reason as the cause,
-// so the function holding the key learns at once that it should stop, and
-// context.Cause tells it why.
+// Package lease is a building block of package locks: the Lease a holder
+// of a key is given, and the Fences a store's shard hands out with each
+// grant. A lease is granted by a store and lost when the store revokes it:
+// at its maxHold, when its ttl runs out, or when the store closes; the
+// holder's context (package locks) then ends with the reason as its cause.
 //
 // Fences are fencing tokens (Kleppmann, "How to do distributed locking",
 // 2016; Burrows, "The Chubby lock service", OSDI 2006, calls them

@@ -32,27 +32,32 @@ import (
 // it) and its line of waiters. Entries are owned by their Shard and valid
 // only while its mutex is held; an entry given back to the shard by
 // DeleteLocked may be reused for another key.
-type Entry[H comparable] struct {
+type Entry[H comparable, T any] struct {
 	hash uint64
 	lock string
 	key  string
-	next *Entry[H] // the next entry with the same hash, or the next free one
+	next *Entry[H, T] // the next entry with the same hash, or the next free one
 
 	// Holder is the key's holder, the zero H when the key is free.
 	Holder H
-	// Line is the key's line of waiters, first come first served.
-	Line waitq.List[H]
+	// Ticket is the owner's record beside the holder, the zero T when it
+	// has none (the store keeps there a holder's place in the line of its
+	// maxHold deadlines).
+	Ticket T
+	// Line is the key's line of waiters, first come first served: the
+	// owner's tickets.
+	Line waitq.List[T]
 }
 
 // Lock returns the name of the lock the entry's key belongs to.
-func (e *Entry[H]) Lock() string { return e.lock }
+func (e *Entry[H, T]) Lock() string { return e.lock }
 
 // Key returns the entry's key text.
-func (e *Entry[H]) Key() string { return e.key }
+func (e *Entry[H, T]) Key() string { return e.key }
 
 // Idle reports whether the entry has neither a holder nor a waiter, the
 // moment it must be given back with DeleteLocked.
-func (e *Entry[H]) Idle() bool {
+func (e *Entry[H, T]) Idle() bool {
 	var none H
 	return e.Holder == none && e.Line.Len() == 0
 }

@@ -13,22 +13,24 @@ import (
 
 type holder struct{ id int }
 
+type ticket struct{ id int }
+
 func TestShardIsPaddedToCacheLines(t *testing.T) {
-	size := unsafe.Sizeof(shard.Shard[*holder]{})
+	size := unsafe.Sizeof(shard.Shard[*holder, *ticket]{})
 	assert.Zero(t, size%shard.CacheLine, "Shard is %d bytes, not a multiple of %d", size, shard.CacheLine)
 	assert.Equal(t, uintptr(shard.CacheLine), size, "a shard should fit one padded block")
 }
 
 func TestTableRoundsUpToPowerOfTwo(t *testing.T) {
 	for _, tc := range []struct{ in, want int }{{-3, 1}, {0, 1}, {1, 1}, {2, 2}, {3, 4}, {255, 256}, {256, 256}, {257, 512}} {
-		assert.Equal(t, tc.want, shard.NewTable[*holder](tc.in, 0).Len(), "NewTable(%d)", tc.in)
+		assert.Equal(t, tc.want, shard.NewTable[*holder, *ticket](tc.in, 0).Len(), "NewTable(%d)", tc.in)
 	}
 }
 
 func TestShardChoiceIsStableAndSpread(t *testing.T) {
-	tb := shard.NewTable[*holder](64, 0)
+	tb := shard.NewTable[*holder, *ticket](64, 0)
 	lh := shard.LockHash("invoices")
-	seen := map[*shard.Shard[*holder]]int{}
+	seen := map[*shard.Shard[*holder, *ticket]]int{}
 	for i := 0; i < 64*100; i++ {
 		key := fmt.Sprintf("invoice-%06d", i)
 		sh := tb.Shard(shard.Hash(lh, key))
@@ -47,7 +49,7 @@ func TestHashSeparatesLocks(t *testing.T) {
 }
 
 func TestInsertLookupDelete(t *testing.T) {
-	tb := shard.NewTable[*holder](1, 0)
+	tb := shard.NewTable[*holder, *ticket](1, 0)
 	sh := tb.At(0)
 	sh.Lock()
 	defer sh.Unlock()
@@ -74,10 +76,10 @@ func TestInsertLookupDelete(t *testing.T) {
 // can be deleted wherever it stands in the chain.
 func TestHashCollisions(t *testing.T) {
 	for del := 0; del < 3; del++ {
-		sh := shard.NewTable[*holder](1, 0).At(0)
+		sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
 		sh.Lock()
 		keys := []string{"a", "b", "c"}
-		es := map[string]*shard.Entry[*holder]{}
+		es := map[string]*shard.Entry[*holder, *ticket]{}
 		for _, k := range keys {
 			es[k] = sh.InsertLocked(42, "lock", k)
 		}
@@ -97,10 +99,10 @@ func TestHashCollisions(t *testing.T) {
 }
 
 func TestFreedEntriesAreReusedUpToALimit(t *testing.T) {
-	sh := shard.NewTable[*holder](1, 0).At(0)
+	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
 	sh.Lock()
 	defer sh.Unlock()
-	var es []*shard.Entry[*holder]
+	var es []*shard.Entry[*holder, *ticket]
 	for i := 0; i < shard.KeepFree+5; i++ {
 		es = append(es, sh.InsertLocked(uint64(i), "l", fmt.Sprint(i)))
 	}
@@ -115,11 +117,11 @@ func TestFreedEntriesAreReusedUpToALimit(t *testing.T) {
 }
 
 func TestMapShrinksWhenKeysAreGone(t *testing.T) {
-	sh := shard.NewTable[*holder](1, 0).At(0)
+	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
 	sh.Lock()
 	defer sh.Unlock()
 	n := shard.ShrinkMin * 4
-	var es []*shard.Entry[*holder]
+	var es []*shard.Entry[*holder, *ticket]
 	for i := 0; i < n; i++ {
 		es = append(es, sh.InsertLocked(uint64(i), "l", fmt.Sprint(i)))
 	}
@@ -132,14 +134,14 @@ func TestMapShrinksWhenKeysAreGone(t *testing.T) {
 }
 
 func TestAllLockedMayDelete(t *testing.T) {
-	sh := shard.NewTable[*holder](1, 0).At(0)
+	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
 	sh.Lock()
 	defer sh.Unlock()
 	for i := 0; i < 10; i++ {
 		sh.InsertLocked(uint64(i%3), "l", fmt.Sprint(i)) // chains too
 	}
 	seen := 0
-	sh.AllLocked(func(e *shard.Entry[*holder]) bool {
+	sh.AllLocked(func(e *shard.Entry[*holder, *ticket]) bool {
 		seen++
 		sh.DeleteLocked(e)
 		return true
@@ -149,7 +151,7 @@ func TestAllLockedMayDelete(t *testing.T) {
 }
 
 func TestFencesStartAboveSeedAndIncrease(t *testing.T) {
-	tb := shard.NewTable[*holder](4, 1000)
+	tb := shard.NewTable[*holder, *ticket](4, 1000)
 	for i := 0; i < tb.Len(); i++ {
 		sh := tb.At(i)
 		sh.Lock()
@@ -160,7 +162,7 @@ func TestFencesStartAboveSeedAndIncrease(t *testing.T) {
 }
 
 func TestChurnAllocatesNothing(t *testing.T) {
-	sh := shard.NewTable[*holder](1, 0).At(0)
+	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
 	sh.Lock()
 	defer sh.Unlock()
 	h := &holder{}

@@ -28,10 +28,10 @@ const (
 // that hash onto it, padded to whole cache lines. Its fields other than
 // the mutex are guarded by it; methods ending in Locked must be called with
 // it held. The zero value is not usable; shards are made by NewTable.
-type Shard[H comparable] struct {
+type Shard[H comparable, T any] struct {
 	mu      sync.Mutex
-	entries map[uint64]*Entry[H] // by hash; same-hash entries chain through next
-	free    *Entry[H]            // freed entries kept for reuse, linked through next
+	entries map[uint64]*Entry[H, T] // by hash; same-hash entries chain through next
+	free    *Entry[H, T]            // freed entries kept for reuse, linked through next
 	nfree   int
 	peak    int // most entries since the map was last made
 
@@ -71,17 +71,17 @@ func (c *Counts) Add(o Counts) {
 }
 
 // Lock locks the shard's mutex.
-func (s *Shard[H]) Lock() { s.mu.Lock() }
+func (s *Shard[H, T]) Lock() { s.mu.Lock() }
 
 // Unlock unlocks the shard's mutex.
-func (s *Shard[H]) Unlock() { s.mu.Unlock() }
+func (s *Shard[H, T]) Unlock() { s.mu.Unlock() }
 
 // LenLocked returns the number of keys with an entry on the shard.
-func (s *Shard[H]) LenLocked() int { return len(s.entries) }
+func (s *Shard[H, T]) LenLocked() int { return len(s.entries) }
 
 // LookupLocked returns the entry of key in lock, whose hash is h, or nil.
 // One map lookup; no allocation.
-func (s *Shard[H]) LookupLocked(h uint64, lock, key string) *Entry[H] {
+func (s *Shard[H, T]) LookupLocked(h uint64, lock, key string) *Entry[H, T] {
 	for e := s.entries[h]; e != nil; e = e.next {
 		if e.key == key && e.lock == lock {
 			return e
@@ -93,13 +93,13 @@ func (s *Shard[H]) LookupLocked(h uint64, lock, key string) *Entry[H] {
 // InsertLocked adds an entry for key in lock, whose hash is h, and returns
 // it, free and with an empty line. The key must not have an entry already.
 // It reuses a freed entry when the shard has one.
-func (s *Shard[H]) InsertLocked(h uint64, lock, key string) *Entry[H] {
+func (s *Shard[H, T]) InsertLocked(h uint64, lock, key string) *Entry[H, T] {
 	e := s.free
 	if e != nil {
 		s.free, e.next = e.next, nil
 		s.nfree--
 	} else {
-		e = new(Entry[H])
+		e = new(Entry[H, T])
 	}
 	e.hash, e.lock, e.key = h, lock, key
 	e.next = s.entries[h] // chain a rare same-hash neighbour behind it
@@ -112,7 +112,7 @@ func (s *Shard[H]) InsertLocked(h uint64, lock, key string) *Entry[H] {
 
 // DeleteLocked removes e from the shard and keeps it for reuse. e must be
 // Idle. After it returns, e belongs to the shard again and must not be used.
-func (s *Shard[H]) DeleteLocked(e *Entry[H]) {
+func (s *Shard[H, T]) DeleteLocked(e *Entry[H, T]) {
 	first := s.entries[e.hash]
 	if first == e {
 		if e.next == nil {
@@ -130,7 +130,8 @@ func (s *Shard[H]) DeleteLocked(e *Entry[H]) {
 	}
 	// Clear only what points elsewhere: the line is empty and its root
 	// points at itself, the holder is the zero H (DeleteLocked's rule).
-	e.lock, e.key, e.next = "", "", nil
+	var none T
+	e.lock, e.key, e.next, e.Ticket = "", "", nil, none
 	if s.nfree < keepFree {
 		e.next, s.free = s.free, e
 		s.nfree++
@@ -141,8 +142,8 @@ func (s *Shard[H]) DeleteLocked(e *Entry[H]) {
 }
 
 // rebuildLocked copies the map into one sized for what it holds now.
-func (s *Shard[H]) rebuildLocked() {
-	m := make(map[uint64]*Entry[H], len(s.entries))
+func (s *Shard[H, T]) rebuildLocked() {
+	m := make(map[uint64]*Entry[H, T], len(s.entries))
 	for h, e := range s.entries {
 		m[h] = e
 	}
@@ -151,7 +152,7 @@ func (s *Shard[H]) rebuildLocked() {
 
 // AllLocked calls f for every entry of the shard, stopping early if f
 // returns false. f may delete the entry it is given.
-func (s *Shard[H]) AllLocked(f func(*Entry[H]) bool) {
+func (s *Shard[H, T]) AllLocked(f func(*Entry[H, T]) bool) {
 	for _, first := range s.entries {
 		for e := first; e != nil; {
 			next := e.next // f may give e back
@@ -165,21 +166,21 @@ func (s *Shard[H]) AllLocked(f func(*Entry[H]) bool) {
 
 // Table is a fixed set of shards. Safe for concurrent use: each shard is
 // guarded by its own mutex.
-type Table[H comparable] struct {
-	shards []Shard[H]
+type Table[H comparable, T any] struct {
+	shards []Shard[H, T]
 	shift  uint
 }
 
 // NewTable returns a table of n shards (rounded up to a power of two, at
 // least 1), every shard's fences starting above seed.
-func NewTable[H comparable](n int, seed uint64) *Table[H] {
+func NewTable[H comparable, T any](n int, seed uint64) *Table[H, T] {
 	if n < 1 {
 		n = 1
 	}
 	b := bits.Len(uint(n - 1))
-	t := &Table[H]{shards: make([]Shard[H], 1<<b), shift: uint(64 - b)}
+	t := &Table[H, T]{shards: make([]Shard[H, T], 1<<b), shift: uint(64 - b)}
 	for i := range t.shards {
-		t.shards[i].entries = make(map[uint64]*Entry[H])
+		t.shards[i].entries = make(map[uint64]*Entry[H, T])
 		t.shards[i].Fences = lease.NewFences(seed)
 	}
 	return t
@@ -188,17 +189,17 @@ func NewTable[H comparable](n int, seed uint64) *Table[H] {
 // Shard returns the shard of the key whose hash is h: the top bits of h,
 // since the map inside the shard rehashes the whole of it anyway. (With one
 // shard the shift is 64, and a Go shift by the width gives 0.)
-func (t *Table[H]) Shard(h uint64) *Shard[H] {
+func (t *Table[H, T]) Shard(h uint64) *Shard[H, T] {
 	return &t.shards[h>>t.shift]
 }
 
 // Index returns the index of the shard of the key whose hash is h: the
 // shard Shard(h) returns is At(Index(h)). Owners keep per-shard state of
 // their own in a slice of Len() beside the table.
-func (t *Table[H]) Index(h uint64) int { return int(h >> t.shift) }
+func (t *Table[H, T]) Index(h uint64) int { return int(h >> t.shift) }
 
 // Len returns the number of shards.
-func (t *Table[H]) Len() int { return len(t.shards) }
+func (t *Table[H, T]) Len() int { return len(t.shards) }
 
 // At returns shard i, 0 <= i < Len().
-func (t *Table[H]) At(i int) *Shard[H] { return &t.shards[i] }
+func (t *Table[H, T]) At(i int) *Shard[H, T] { return &t.shards[i] }
