@@ -82,6 +82,9 @@ func NewStore(opts ...StoreOption) *Store {
 // once the store is closed: one that meets a Close in progress waits for
 // it, and closing a closed store does nothing more. It always returns nil.
 func (s *Store) Close() error {
+	if s.table == nil {
+		return nil // a zero Store has nothing to close; OpenLock refuses it
+	}
 	s.close.Do(func() {
 		s.closed.Store(true)
 		for i := range s.local {
@@ -134,16 +137,16 @@ type Stats struct {
 func (s *Store) Stats() Stats {
 	var c shard.Counts
 	var st Stats
-	for i := 0; i < s.table.Len(); i++ {
-		sh := s.table.At(i)
+	for i := range s.local {
+		sh := s.local[i].sh
 		sh.Lock()
 		c.Add(sh.Counts)
 		st.Keys += sh.LenLocked()
-		st.Running += sh.Busy
+		st.Running += sh.Running
 		sh.Unlock()
 	}
 	st.Grants, st.Waits, st.TimedOut = c.Grants, c.Waits, c.TimedOut
-	st.Canceled, st.Revoked, st.Limited = c.Left, c.Revoked, c.Refused
+	st.Canceled, st.Revoked, st.Limited = c.Canceled, c.Revoked, c.Limited
 	return st
 }
 
@@ -166,6 +169,9 @@ type Lock struct {
 // lock's TTL, and the default MaxHold and Wait of its holds. It fails
 // Invalid for a bad name or option, and Closed once s is closed.
 func OpenLock(s *Store, name string, opts ...Option) (*Lock, error) {
+	if s == nil || s.table == nil {
+		return nil, newError(Invalid, name, "", "the store was not made by NewStore")
+	}
 	if why := checkName(name); why != "" {
 		return nil, newError(Invalid, name, "", why)
 	}
@@ -183,9 +189,8 @@ func OpenLock(s *Store, name string, opts ...Option) (*Lock, error) {
 func (l *Lock) Name() string { return l.state.name }
 
 // Locker is what a lock offers its holders, so that code can be written
-// once for a lock of this process (*Lock) and, later, for the client of a
-// store in another process, which will satisfy it too. Its methods behave
-// as Lock's do.
+// once for a lock of this process (*Lock) and for the client of a store in
+// another process, which satisfies it too. Its methods behave as Lock's do.
 type Locker interface {
 	// Name returns the lock's name.
 	Name() string
@@ -193,7 +198,7 @@ type Locker interface {
 	Hold(ctx context.Context, key any, fn HoldFunc, opts ...Option) error
 	// TryHold runs fn holding key if it is free, never waiting; see
 	// Lock.TryHold.
-	TryHold(ctx context.Context, key any, fn HoldFunc) (acquired bool, err error)
+	TryHold(ctx context.Context, key any, fn HoldFunc, opts ...Option) (acquired bool, err error)
 }
 
 var _ Locker = (*Lock)(nil)
@@ -202,30 +207,35 @@ var _ Locker = (*Lock)(nil)
 // returns or panics (the panic goes on after the key is let go). It returns
 // what fn returned; nil only if fn ran and returned nil.
 //
-// A key is a value whose type's underlying type is a string, an integer or
-// a []byte; its identity is its text, so 9, int64(9), "9" and
+// A key is a value whose type implements encoding.TextMarshaler (a
+// uuid.UUID), or whose underlying type is a string, an integer, a []byte
+// or a [N]byte; its identity is its text, so 9, int64(9), "9" and
 // InvoiceID("9") are one key. Text keys are 1 to MaxKeyLen bytes.
 //
 // Waiters are given the key strictly in the order they came: on release it
 // passes straight to the head of the line. The time in line is bounded by
-// the hold's Wait (the lock's, or DefaultWait): past it Hold fails InUse.
+// the hold's Wait (the lock's, or DefaultWait): past it Hold fails InUse,
+// and the *Error says how long the holder had held the key and its fence.
 // A full line fails Limit. When ctx ends first, Hold leaves the line at
-// once and fails Canceled, wrapping ctx's error; a grant racing with that
-// is passed on to the next in line, never lost.
+// once and fails Canceled, matching both ctx.Err() and context.Cause(ctx);
+// a grant racing with that is passed on to the next in line, never lost,
+// and a waiter whose ctx has ended never runs fn.
 //
 // Hold fails Invalid at once, waiting for nothing and using no fence, for a
-// bad key or option, a nil fn, inside InTransaction, and inside a hold of
-// the same lock and key (ctx descending from that hold's context). It fails Lost
-// when the lease was lost before fn returned (see MaxHold and Close),
-// wrapping fn's error: check errors.Is(err, ErrLost) before
-// context.Canceled, since a function that returns its ended ctx's error
-// makes a lost lease match both. Closed when the store is closed. Errors
-// other than fn's own are *Error values.
+// bad key or option, a nil ctx or fn, inside InTransaction, and inside a
+// hold of the same lock and key (ctx descending from that hold's context;
+// see Detach). It fails Lost when the lease was lost before fn returned
+// (see MaxHold and Close), wrapping fn's error: check errors.Is(err,
+// ErrLost) before context.Canceled, since a function that returns its
+// ended ctx's error makes a lost lease match both. Closed when the store is
+// closed. Errors other than fn's own are *Error values.
 //
 // Cost: on a free key, one hash, one shard lock taken twice (grant and
-// release), one map insert and delete, and one allocation (the lease, which
-// is also fn's context); fn's context builds a real context only if fn uses
-// it. Safe for concurrent use.
+// release), one map insert and delete, one clock reading and one
+// allocation (112 bytes on amd64: fn's context, which is also its lease);
+// fn's context builds a real context only if fn uses it. A wait adds a
+// reused ticket, O(1) appends and unlinks under the same shard lock, and
+// a channel wake-up. Safe for concurrent use.
 func (l *Lock) Hold(ctx context.Context, key any, fn HoldFunc, opts ...Option) error {
 	return l.hold(ctx, key, opts, fn)
 }
@@ -235,17 +245,22 @@ func (l *Lock) Hold(ctx context.Context, key any, fn HoldFunc, opts ...Option) e
 // (false, nil) when the key was held, without running fn, also when the
 // holder is its own caller. Inside a transaction it is allowed. It fails
 // (false, err) as Hold does for a bad key, a closed store or an ended ctx.
-// The lock's MaxHold applies.
-func (l *Lock) TryHold(ctx context.Context, key any, fn HoldFunc) (acquired bool, err error) {
-	return l.tryHold(ctx, key, fn)
+// The lock's MaxHold applies unless a MaxHold option says otherwise; a
+// Wait option is Invalid, since TryHold never waits.
+func (l *Lock) TryHold(ctx context.Context, key any, fn HoldFunc, opts ...Option) (acquired bool, err error) {
+	return l.tryHold(ctx, key, fn, opts)
 }
 
-// HoldValue is Hold for a function that answers a value: it returns what
-// fn returned. When fn did not run, the value is T's zero value.
-func HoldValue[T any](ctx context.Context, l *Lock, key any,
+// HoldValue is Hold for a function that answers a value, on any Locker:
+// it returns what fn returned. When fn did not run, the value is T's zero
+// value. A nil l fails Invalid.
+func HoldValue[T any](ctx context.Context, l Locker, key any,
 	fn func(ctx context.Context, lease *Lease) (T, error), opts ...Option) (T, error) {
 	var v T
-	var run HoldFunc // nil for a nil fn, which hold refuses
+	if l == nil {
+		return v, newError(Invalid, "", "", "the Locker is nil")
+	}
+	var run HoldFunc // nil for a nil fn, which Hold refuses
 	if fn != nil {
 		run = func(ctx context.Context, ls *Lease) error {
 			var err error
@@ -253,15 +268,19 @@ func HoldValue[T any](ctx context.Context, l *Lock, key any,
 			return err
 		}
 	}
-	err := l.hold(ctx, key, opts, run)
+	err := l.Hold(ctx, key, run, opts...)
 	return v, err
 }
 
-// TryHoldValue is TryHold for a function that answers a value: it returns
-// what fn returned, and whether it ran.
-func TryHoldValue[T any](ctx context.Context, l *Lock, key any,
-	fn func(ctx context.Context, lease *Lease) (T, error)) (value T, acquired bool, err error) {
-	var run HoldFunc // nil for a nil fn, which hold refuses
+// TryHoldValue is TryHold for a function that answers a value, on any
+// Locker: it returns what fn returned, and whether it ran. A nil l fails
+// Invalid.
+func TryHoldValue[T any](ctx context.Context, l Locker, key any,
+	fn func(ctx context.Context, lease *Lease) (T, error), opts ...Option) (value T, acquired bool, err error) {
+	if l == nil {
+		return value, false, newError(Invalid, "", "", "the Locker is nil")
+	}
+	var run HoldFunc // nil for a nil fn, which TryHold refuses
 	if fn != nil {
 		run = func(ctx context.Context, ls *Lease) error {
 			var err error
@@ -269,6 +288,28 @@ func TryHoldValue[T any](ctx context.Context, l *Lock, key any,
 			return err
 		}
 	}
-	acquired, err = l.tryHold(ctx, key, run)
+	acquired, err = l.TryHold(ctx, key, run, opts...)
 	return value, acquired, err
+}
+
+// Detach returns a context with ctx's values and none of its
+// cancellation, deadline, hold marks or transaction mark, for work that a
+// held function starts and that outlives it: a goroutine given fn's
+// context, or one derived from it, is cancelled when fn returns, and its
+// Hold of the same key is refused as nested while fn runs; given
+// Detach(ctx), it waits in line like any other holder. It allocates one
+// context. Safe for concurrent use.
+func Detach(ctx context.Context) context.Context {
+	return detached{context.WithoutCancel(ctx)}
+}
+
+// detached hides this package's marks from the contexts below it.
+type detached struct{ context.Context }
+
+// Value answers ctx's values but this package's marks.
+func (d detached) Value(key any) any {
+	if key == (markKey{}) {
+		return nil
+	}
+	return d.Context.Value(key)
 }

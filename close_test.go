@@ -54,7 +54,7 @@ func TestCloseFailsWaitersAndLosesLeases(t *testing.T) {
 			require.ErrorIs(t, h.ctx.Err(), context.Canceled)
 		}
 		err := plain.finish()
-		require.EqualError(t, err, closedLostMsg("9"))
+		require.EqualError(t, err, closedLostMsg("9")+"; the function returned: "+fnErr.Error())
 		require.ErrorIs(t, err, fnErr)
 		require.EqualError(t, armed.finish(), closedLostMsg("10"))
 

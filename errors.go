@@ -1,8 +1,10 @@
 package locks
 
 import (
+	"context"
 	"errors"
 	"strconv"
+	"time"
 )
 
 // Kind says what went wrong, in the terms callers branch on. Each kind but
@@ -84,7 +86,8 @@ func (k Kind) sentinel() error {
 //
 // Use errors.Is with a sentinel (ErrInUse, ...) to branch on the kind, and
 // errors.As to read the lock and the key. An Error may wrap a cause: the
-// context's error for Canceled, the function's own error for Lost.
+// context's error (and its context.Cause) for Canceled, the function's own
+// error for Lost; either is part of the message too.
 type Error struct {
 	// Kind says what went wrong.
 	Kind Kind
@@ -92,9 +95,15 @@ type Error struct {
 	Lock string
 	// Key is the key's text, "" where no key is involved.
 	Key string
+	// HeldFor and HolderFence describe the holder an InUse hold waited
+	// for, as the wait passed: how long it had held the key, and its
+	// lease's fence. Zero for other kinds, and for a hold that did not
+	// wait.
+	HeldFor     time.Duration
+	HolderFence uint64
 
 	what  string // what happened, in words
-	cause error  // wrapped; for Canceled, part of the message too
+	cause error  // wrapped, and part of the message
 }
 
 // Error returns the message: lock NAME: key "KEY": what happened, ending
@@ -118,6 +127,10 @@ func (e *Error) Error() string {
 	switch e.Kind {
 	case Lost:
 		// "the lease was lost: <reason>" already names the kind.
+		if e.cause != nil {
+			b = append(b, "; the function returned: "...)
+			b = append(b, e.cause.Error()...)
+		}
 	case Canceled:
 		if e.cause != nil {
 			b = append(b, ": "...)
@@ -174,6 +187,19 @@ func lostError(lock, key string, r loss) *Error {
 	return newError(Lost, lock, key, r.what())
 }
 
-func canceledError(lock, key string, cause error) *Error {
+// canceledError is the error of a hold whose ctx ended before it held the
+// key: it matches both ctx.Err() and context.Cause(ctx).
+func canceledError(lock, key string, ctx context.Context) *Error {
+	var cause error = ctxEnded{ctx.Err(), context.Cause(ctx)}
+	if c := cause.(ctxEnded); c.cause == nil || c.cause == c.err {
+		cause = c.err
+	}
 	return &Error{Kind: Canceled, Lock: lock, Key: key, what: "the hold's context ended", cause: cause}
 }
+
+// ctxEnded is a context's error with the distinct cause it was given
+// (context.WithCancelCause, WithTimeoutCause): errors.Is matches both.
+type ctxEnded struct{ err, cause error }
+
+func (e ctxEnded) Error() string   { return e.err.Error() + ": " + e.cause.Error() }
+func (e ctxEnded) Unwrap() []error { return []error{e.err, e.cause} }

@@ -110,7 +110,7 @@ func ExampleMaxHold() {
 	// Output:
 	// cause: lock invoices: key "m": the lease was lost: it was revoked at its maxHold
 	// true true
-	// lock invoices: key "m": the lease was lost: it was revoked at its maxHold
+	// lock invoices: key "m": the lease was lost: it was revoked at its maxHold; the function returned: context canceled
 }
 
 // Every grant's fence is higher than every fence given before for the key:

@@ -56,10 +56,10 @@ func (s *Store) closeShard(sd *shardLocal) {
 
 // busy reports whether a function still runs under a key of s.
 func (s *Store) busy() bool {
-	for i := 0; i < s.table.Len(); i++ {
-		sh := s.table.At(i)
+	for i := range s.local {
+		sh := s.local[i].sh
 		sh.Lock()
-		n := sh.Busy
+		n := sh.Running
 		sh.Unlock()
 		if n > 0 {
 			return true

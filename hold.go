@@ -2,6 +2,7 @@ package locks
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/holdline/locks/shard"
@@ -44,6 +45,17 @@ type ticket struct {
 	list    *deadlineList          // the list due stands in; nil when no deadline is pending
 	ready   chan state             // a waiter's wake-up: one send of its settled state
 	maxHold time.Duration          // a waiter's maxHold, armed at its grant
+
+	// woke: handed the key without a maxHold, the holder reads its own
+	// grant instant after waking (see settled) and keeps it in grantedAt
+	// too (the instant on the timer clock, plus one; 0 until then), the one
+	// field others read without the shard's mutex.
+	woke      bool
+	grantedAt atomic.Int64
+
+	// What a waiter whose wait passed learns of the holder, for its error.
+	heldFor     time.Duration
+	holderFence uint64
 }
 
 // keepTickets is how many given-back tickets a shard keeps for reuse:
@@ -68,7 +80,8 @@ func (sd *shardLocal) takeTicketLocked(c *holdContext, e *keyEntry) *ticket {
 // putTicketLocked gives t back to sd, once it is out of every line and
 // list and its wake-up, if one was sent, was received.
 func (sd *shardLocal) putTicketLocked(t *ticket) {
-	t.c, t.entry, t.maxHold = nil, nil, 0
+	t.c, t.entry, t.maxHold, t.woke = nil, nil, 0, false
+	t.grantedAt.Store(0)
 	if len(sd.tickets) < keepTickets {
 		sd.tickets = append(sd.tickets, t)
 	}
@@ -121,8 +134,11 @@ func (l *Lock) check(ctx context.Context, key any, opts []Option, fn HoldFunc) (
 			return "", settings{}, newError(Invalid, name, text, why)
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return "", settings{}, canceledError(name, text, err)
+	if ctx == nil {
+		return "", settings{}, newError(Invalid, name, text, "the context is nil")
+	}
+	if ctx.Err() != nil {
+		return "", settings{}, canceledError(name, text, ctx)
 	}
 	return text, st, nil
 }
@@ -167,7 +183,7 @@ func (l *Lock) acquire(ctx context.Context, text string, st settings) (hold, err
 		sh.Unlock()
 		return hold{}, newError(InUse, name, text, "held past the hold's wait")
 	case e.Line.Len() >= MaxWaiters:
-		sh.Counts.Refused++
+		sh.Counts.Limited++
 		sh.Unlock()
 		return hold{}, newError(Limit, name, text, "the line of waiters is full")
 	}
@@ -183,10 +199,15 @@ func (l *Lock) acquire(ctx context.Context, text string, st settings) (hold, err
 }
 
 // tryHold is TryHold: it runs fn if the key is free, and never waits.
-func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc) (bool, error) {
-	text, st, err := l.check(ctx, key, nil, fn)
+func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option) (bool, error) {
+	text, st, err := l.check(ctx, key, opts, fn)
 	if err != nil {
 		return false, err
+	}
+	for _, o := range opts {
+		if o.kind == optWait {
+			return false, newError(Invalid, l.state.name, text, "TryHold never waits: Wait is not one of its options")
+		}
 	}
 	s, name := l.store, l.state.name
 	hash := shard.Hash(l.state.hash, text)
@@ -248,7 +269,7 @@ func (s *Store) await(ctx context.Context, h hold) error {
 			// took the grant: the context's end wins, as in x/sync's
 			// semaphore (go.dev/issue/63615). The key goes on.
 			s.giveBack(h)
-			return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx.Err())
+			return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx)
 		}
 	}
 	return s.settled(h, settled)
@@ -264,16 +285,16 @@ func (s *Store) leave(ctx context.Context, h hold) error {
 		h.e.Line.Remove(&t.wait)
 		disarmLocked(t)
 		t.state = left
-		sh.Counts.Left++
+		sh.Counts.Canceled++
 		h.sd.putTicketLocked(t)
 		sh.Unlock()
-		return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx.Err())
+		return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx)
 	}
 	sh.Unlock()
 	settled := <-t.ready
 	if settled == holding {
 		s.giveBack(h)
-		return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx.Err())
+		return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx)
 	}
 	return s.settled(h, settled)
 }
@@ -281,23 +302,45 @@ func (s *Store) leave(ctx context.Context, h hold) error {
 // settled returns what a waiter woken in the state st answers: nil when it
 // holds the key.
 func (s *Store) settled(h hold, st state) error {
+	t := h.t
 	if st == holding {
 		if h.c.lease.Granted.IsZero() {
 			// Handed off without a maxHold: the grant left the clock to
 			// the woken waiter, to keep it out of the shard's lock. This
 			// instant is after the grant and before fn runs.
-			h.c.lease.Granted = time.Now()
+			now, at := s.now()
+			h.c.lease.Granted = now
+			t.grantedAt.Store(int64(at) + 1)
 		}
 		return nil
 	}
+	heldFor, fence := t.heldFor, t.holderFence
 	sh := h.sd.sh
 	sh.Lock()
-	h.sd.putTicketLocked(h.t)
+	h.sd.putTicketLocked(t)
 	sh.Unlock()
 	if st == shut {
 		return newError(Closed, h.c.lease.Lock, h.c.lease.Key, "the store is closed")
 	}
-	return newError(InUse, h.c.lease.Lock, h.c.lease.Key, "held past the hold's wait")
+	err := newError(InUse, h.c.lease.Lock, h.c.lease.Key, "held past the hold's wait")
+	err.HeldFor, err.HolderFence = heldFor, fence
+	return err
+}
+
+// heldForLocked returns how long e's holder has held it at instant now on
+// the timer clock.
+func (s *Store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
+	var since time.Duration
+	if t := e.Ticket; t != nil && t.woke {
+		at := t.grantedAt.Load()
+		if at == 0 {
+			return 0 // granted, not yet awake
+		}
+		since = time.Duration(at - 1)
+	} else {
+		since = e.Holder.lease.Granted.Sub(s.origin)
+	}
+	return max(now-since, 0)
 }
 
 // grantLocked makes c, with its ticket t (nil for a hold that did not
@@ -309,7 +352,7 @@ func (s *Store) settled(h hold, st state) error {
 func (s *Store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *ticket, maxHold time.Duration, now time.Time, at time.Duration) *ticket {
 	sh := sd.sh
 	e.Holder = c
-	sh.Busy++
+	sh.Running++
 	sh.Counts.Grants++
 	c.lease.Fence = sh.Fences.Next()
 	c.lease.Granted = now
@@ -346,8 +389,8 @@ func (s *Store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 	if t.maxHold > 0 {
 		now, at = s.now()
 	}
-	e.Ticket = nil
 	s.grantLocked(sd, e, t.c, t, t.maxHold, now, at)
+	e.Ticket, t.woke = t, t.maxHold == 0
 	return t.ready
 }
 
@@ -361,7 +404,7 @@ func (s *Store) release(h hold, fnErr error) error {
 	var wake chan<- state
 	lost := notLost
 	sh.Lock()
-	sh.Busy--
+	sh.Running--
 	if h.e.Holder == h.c {
 		if h.t != nil {
 			disarmLocked(h.t) // its maxHold
@@ -373,7 +416,7 @@ func (s *Store) release(h hold, fnErr error) error {
 	if h.t != nil {
 		h.sd.putTicketLocked(h.t)
 	}
-	drained := sh.Busy == 0 && s.closed.Load()
+	drained := sh.Running == 0 && s.closed.Load()
 	sh.Unlock()
 	if wake != nil {
 		wake <- holding
@@ -397,7 +440,7 @@ func (s *Store) giveBack(h hold) {
 	sh := h.sd.sh
 	sh.Lock()
 	sh.Counts.Grants--
-	sh.Counts.Left++
+	sh.Counts.Canceled++
 	sh.Unlock()
 	s.release(h, nil)
 }

@@ -1,13 +1,15 @@
 package locks
 
 import (
+	"encoding"
 	"reflect"
 	"strconv"
 )
 
 // keyText returns the text form of key, the key's identity, or what is
 // wrong with it in words. Text keys are returned as they are (no copy, no
-// allocation); integers are formatted in decimal; a []byte is copied.
+// allocation); integers are formatted in decimal; a []byte or [N]byte is
+// copied; an encoding.TextMarshaler's text is what MarshalText returns.
 func keyText(key any) (string, string) {
 	var s string
 	switch k := key.(type) {
@@ -27,9 +29,26 @@ func keyText(key any) (string, string) {
 		s = string(k)
 	case nil:
 		return "", "the key is nil"
+	case encoding.TextMarshaler:
+		return marshaledKeyText(k)
 	default:
 		return reflectKeyText(key)
 	}
+	return s, checkText(s)
+}
+
+// marshaledKeyText returns the text of a key whose type implements
+// encoding.TextMarshaler (a uuid.UUID, a netip.Addr), or what is wrong
+// with it.
+func marshaledKeyText(k encoding.TextMarshaler) (string, string) {
+	if v := reflect.ValueOf(k); v.Kind() == reflect.Pointer && v.IsNil() {
+		return "", "the key is a nil " + v.Type().String()
+	}
+	b, err := k.MarshalText()
+	if err != nil {
+		return "", "the key's MarshalText failed (" + reflect.TypeOf(k).String() + "): " + err.Error()
+	}
+	s := string(b)
 	return s, checkText(s)
 }
 
@@ -51,8 +70,15 @@ func reflectKeyText(key any) (string, string) {
 			s := string(v.Bytes())
 			return s, checkText(s)
 		}
+	case reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			b := make([]byte, v.Len())
+			reflect.Copy(reflect.ValueOf(b), v)
+			s := string(b)
+			return s, checkText(s)
+		}
 	}
-	return "", "a key is text, an integer or a []byte, not a " + v.Type().String()
+	return "", "a key is a string, an integer, a []byte, a [N]byte or an encoding.TextMarshaler, not a " + v.Type().String()
 }
 
 // checkText returns what is wrong with a text key, or "".

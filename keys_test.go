@@ -18,7 +18,22 @@ type (
 	seqNo    uint32
 	rawKey   []byte
 	tenantID string
+	digit    [1]byte
 )
+
+// Keys whose identity is their MarshalText (a uuid.UUID is one: a [16]byte
+// whose text is its canonical 36 characters).
+type (
+	text9     struct{}
+	badText   struct{}
+	emptyText struct{}
+	ptrText   struct{}
+)
+
+func (text9) MarshalText() ([]byte, error)     { return []byte("9"), nil }
+func (badText) MarshalText() ([]byte, error)   { return nil, fmt.Errorf("no text today") }
+func (emptyText) MarshalText() ([]byte, error) { return []byte{}, nil }
+func (*ptrText) MarshalText() ([]byte, error)  { return []byte("9"), nil }
 
 // TestKeyIdentity: a key's identity is its text, whatever its type (SPEC §2).
 // While 9 is held, every spelling of 9 is held; the lease names the text.
@@ -45,6 +60,9 @@ func TestKeyIdentity(t *testing.T) {
 		{"named uint32", seqNo(9)},
 		{"named []byte", rawKey("9")},
 		{"named string 2", tenantID("9")},
+		{"[1]byte", [1]byte{'9'}},
+		{"named [1]byte", digit{'9'}},
+		{"TextMarshaler", text9{}},
 	}
 	for _, holder := range spellings {
 		t.Run("held as "+holder.name, func(t *testing.T) {
@@ -151,7 +169,11 @@ func TestInvalidKeys(t *testing.T) {
 		{"nil pointer", (*string)(nil)},
 		{"[]int", []int{9}},
 		{"[]string", []string{"9"}},
-		{"array", [1]byte{'9'}},
+		{"[1]int", [1]int{9}},
+		{"empty [0]byte", [0]byte{}},
+		{"failing MarshalText", badText{}},
+		{"empty MarshalText", emptyText{}},
+		{"nil TextMarshaler", (*ptrText)(nil)},
 		{"map", map[string]int{"9": 9}},
 		{"func", func() {}},
 		{"chan", make(chan int)},
@@ -268,4 +290,31 @@ func TestKeysAreIndependent(t *testing.T) {
 	}
 	require.NoError(t, h.finish())
 	require.NoError(t, w.finish())
+}
+
+// TestUUIDKeys: a [16]byte type with MarshalText (as uuid.UUID is) is
+// held by its text, the canonical 36 characters, not its 16 bytes.
+func TestUUIDKeys(t *testing.T) {
+	_, l := newLock(t)
+	id := uuidKey{0x6b, 0xa7, 0xb8, 0x10, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8}
+	h := holding(t, l, id)
+	require.Equal(t, "6ba7b810-9dad-11d1-80b4-00c04fd430c8", h.lease.Key)
+	requireHeld(t, l, "6ba7b810-9dad-11d1-80b4-00c04fd430c8")
+	require.NoError(t, h.finish())
+}
+
+// TestRejectedKeyNamesItsType: the error for a key of no accepted type
+// names the type and says what a key is.
+func TestRejectedKeyNamesItsType(t *testing.T) {
+	_, l := newLock(t)
+	err := l.Hold(context.Background(), 9.5, mustNotRun(t))
+	require.EqualError(t, err, "lock invoices: a key is a string, an integer, a []byte, a [N]byte or an encoding.TextMarshaler, not a float64: invalid")
+	err = l.Hold(context.Background(), badText{}, mustNotRun(t))
+	require.EqualError(t, err, "lock invoices: the key's MarshalText failed (locks_test.badText): no text today: invalid")
+}
+
+type uuidKey [16]byte
+
+func (u uuidKey) MarshalText() ([]byte, error) {
+	return fmt.Appendf(nil, "%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
 }

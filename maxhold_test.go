@@ -60,7 +60,11 @@ func TestMaxHoldRevokes(t *testing.T) {
 				}, locks.MaxHold(maxHold))
 
 				requireKind(t, err, locks.ErrLost, locks.Lost, name, "m")
-				require.EqualError(t, err, revokedMsg)
+				if ret == nil {
+					require.EqualError(t, err, revokedMsg)
+				} else {
+					require.EqualError(t, err, revokedMsg+"; the function returned: "+ret.Error(), "a log line keeps both")
+				}
 				if ret != nil {
 					require.ErrorIs(t, err, ret, "wraps fn's error")
 				}
@@ -193,7 +197,7 @@ func TestMaxHoldRevokesEachHolderInTurn(t *testing.T) {
 		}
 		for i := 0; i < 5; i++ {
 			err := <-errs
-			require.EqualError(t, err, revokedMsg)
+			require.EqualError(t, err, revokedMsg+"; the function returned: context canceled")
 			require.ErrorIs(t, err, context.Canceled)
 		}
 	})

@@ -1,6 +1,7 @@
 package locks
 
 import (
+	"math"
 	"strconv"
 	"time"
 )
@@ -10,6 +11,9 @@ const (
 	// DefaultWait bounds a Hold's time in line unless Wait says otherwise:
 	// nothing in this package waits forever by accident.
 	DefaultWait = 10 * time.Second
+	// Forever is the longest wait: Wait(Forever) waits in line as long as
+	// it takes, until the key comes or ctx ends.
+	Forever time.Duration = math.MaxInt64
 	// DefaultTTL is a lease's ttl unless TTL says otherwise.
 	DefaultTTL = 10 * time.Second
 	// MaxWaiters is the most waiters one key's line holds; the next Hold
@@ -63,7 +67,7 @@ func MaxHold(d time.Duration) Option { return Option{optMaxHold, d} }
 
 // Wait bounds a Hold's time in line, counted once from the call: past it,
 // Hold fails InUse. Wait(0) means do not wait; a negative d is Invalid;
-// any positive d works, up to math.MaxInt64. The default is DefaultWait.
+// any positive d works, up to Forever. The default is DefaultWait.
 // Given to OpenLock (the lock's default) or to Hold.
 func Wait(d time.Duration) Option { return Option{optWait, d} }
 

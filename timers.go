@@ -320,7 +320,9 @@ func (s *Store) fire(l *deadlineList, now time.Duration, f *firing) {
 		t.list = nil
 		switch l.p {
 		case forWait:
-			t.entry.Line.Remove(&t.wait)
+			e := t.entry
+			e.Line.Remove(&t.wait)
+			t.heldFor, t.holderFence = s.heldForLocked(e, now), e.Holder.lease.Fence
 			t.state = timedOut
 			sh.Counts.TimedOut++
 			f.wake = append(f.wake, wakeup{t.ready, timedOut})

@@ -183,10 +183,15 @@ func (d *driver) classify(c *rcall, acquired bool, err error) Outcome {
 		case errors.Is(err, context.Canceled):
 			out.Wrap = WrapCtx
 		}
+		// The message goes on with the function's error, if it returned one.
+		var fnSaid string
+		if fe := errors.Unwrap(err); fe != nil {
+			fnSaid = "; the function returned: " + fe.Error()
+		}
 		switch err.Error() {
-		case prefix + "the lease was lost: it was revoked at its maxHold":
+		case prefix + "the lease was lost: it was revoked at its maxHold" + fnSaid:
 			c.reason = "maxHold"
-		case prefix + "the lease was lost: its store closed":
+		case prefix + "the lease was lost: its store closed" + fnSaid:
 			c.reason = "closed"
 		default:
 			c.problem("lost error %q gives no known reason", err)

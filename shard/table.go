@@ -3,6 +3,7 @@ package shard
 import (
 	"math/bits"
 	"sync"
+	"unsafe"
 
 	"github.com/holdline/locks/lease"
 )
@@ -38,26 +39,44 @@ type Shard[H comparable, T any] struct {
 	// Fences gives the fences of every key on this shard. Guarded by the
 	// mutex.
 	Fences lease.Fences
-	// Busy is a count the owner keeps per shard under its mutex (the store
+	// Running is a count the owner keeps per shard under its mutex (the store
 	// counts the functions running on the shard's keys), so that no counter
 	// shared by all shards is written on every hold.
-	Busy int
+	Running int
 	// Counts are the owner's running totals of what happened on the
 	// shard's keys, kept under its mutex, which the owner holds at each
 	// event anyway: counting costs no atomic and no extra cache line.
 	Counts Counts
 
-	_ [CacheLine - 56 - 48]byte
+	_ [shardPad]byte
 }
+
+// shardLayout has a Shard's fields but the padding, with the same sizes
+// whatever H and T are (they are behind pointers), so that the padding is
+// computed rather than counted by hand: a generic type's size is no
+// constant.
+type shardLayout struct {
+	mu      sync.Mutex
+	entries map[uint64]*struct{}
+	free    *struct{}
+	nfree   int
+	peak    int
+	Fences  lease.Fences
+	Running int
+	Counts  Counts
+}
+
+// shardPad pads a Shard to whole padding units.
+const shardPad = (CacheLine - unsafe.Sizeof(shardLayout{})%CacheLine) % CacheLine
 
 // Counts are running totals of the events on a shard's keys.
 type Counts struct {
 	Grants   uint64 // keys given to a holder
 	Waits    uint64 // holders that joined a line
 	TimedOut uint64 // waiters whose wait passed
-	Left     uint64 // waiters whose context ended in line
+	Canceled uint64 // waiters whose context ended in line
 	Revoked  uint64 // leases revoked (maxHold, close)
-	Refused  uint64 // holds refused because the line was full
+	Limited  uint64 // holds refused because the line was full
 }
 
 // Add adds o to c.
@@ -65,9 +84,9 @@ func (c *Counts) Add(o Counts) {
 	c.Grants += o.Grants
 	c.Waits += o.Waits
 	c.TimedOut += o.TimedOut
-	c.Left += o.Left
+	c.Canceled += o.Canceled
 	c.Revoked += o.Revoked
-	c.Refused += o.Refused
+	c.Limited += o.Limited
 }
 
 // Lock locks the shard's mutex.
