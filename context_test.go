@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -179,4 +180,15 @@ func TestContextHasOnlyContextMethods(t *testing.T) {
 	_, canEnd := ctx.(interface{ End() })
 	_, canBind := ctx.(interface{ Bind(context.Context) })
 	assert.False(t, canLose || canEnd || canBind)
+}
+
+// TestSizes: the hold's one allocation, and a pending maxHold's record,
+// stay in their size classes (amd64 and other 64-bit platforms).
+func TestSizes(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sizes are for 64-bit platforms")
+	}
+	assert.Equal(t, uintptr(112), unsafe.Sizeof(holdContext{}), "fn's context and lease")
+	assert.Equal(t, uintptr(48), unsafe.Sizeof(ticket{}), "a pending deadline")
+	assert.Zero(t, unsafe.Sizeof(shardLocal{})%128, "shardLocal is padded")
 }

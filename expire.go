@@ -27,10 +27,10 @@ func (s *Store) closeShard(sd *shardLocal) {
 	sh.Lock()
 	sh.AllLocked(func(e *keyEntry) bool {
 		for el := e.Line.PopFront(); el != nil; el = e.Line.PopFront() {
-			t := el.Value
-			t.state = shut
-			disarmLocked(t)
-			wake = append(wake, t.ready)
+			w := el.Value.w
+			w.state = shut
+			disarmLocked(&w.ticket)
+			wake = append(wake, w.ready)
 		}
 		if c := e.Holder; c != nil {
 			c.loseLocked(lostClosed, lostError(c.lease.Lock, c.lease.Key, lostClosed))

@@ -16,7 +16,7 @@ type (
 	keyEntry = shard.Entry[*holdContext, *ticket]
 )
 
-// state is where a ticket's hold stands. Guarded by its shard's mutex.
+// state is where a waiter stands. Guarded by its shard's mutex.
 type state uint8
 
 const (
@@ -27,30 +27,38 @@ const (
 	shut                  // left the line when the store closed
 )
 
-// ticket is the part of a hold that only a waiter or a holder with a
-// maxHold needs: its place in the key's line, its pending deadline, and
-// its wake-up. A hold takes one from its shard when it joins a line or is
-// granted with a maxHold, keeps it until it lets the key go, and gives it
-// back under the shard's mutex. Tickets are internal (no user code ever
-// sees one), so unlike the hold's context they are reused: nothing but the
-// shard's lists and the hold's own goroutine points at one, and both let
-// go of it before it is given back. Guarded by the shard's mutex.
+// ticket is one pending deadline of a hold: a waiter's wait, or a
+// holder's maxHold, standing in its shard's deadline list for that purpose
+// and duration. A holder with a maxHold that did not wait takes a bare one
+// (48 bytes on amd64); a waiter has one inside its record. Tickets are
+// internal (no user code ever sees one), so unlike the hold's context they
+// are reused: nothing but the shard's lists and the hold's own goroutine
+// points at one, and both let go of it before it is given back. Guarded by
+// the shard's mutex.
 type ticket struct {
-	c       *holdContext
-	entry   *keyEntry
-	state   state
-	wait    waitq.Element[*ticket] // place in the key's line
-	due     waitq.Element[*ticket] // place in a deadline list
-	at      time.Duration          // when the pending deadline is due, on the timer clock
-	list    *deadlineList          // the list due stands in; nil when no deadline is pending
-	ready   chan state             // a waiter's wake-up: one send of its settled state
-	maxHold time.Duration          // a waiter's maxHold, armed at its grant
+	next, prev *ticket       // in list
+	list       *deadlineList // nil when no deadline is pending
+	at         time.Duration // when the pending deadline is due, on the timer clock
+	entry      *keyEntry     // the key the hold waits for or holds
+	w          *waiter       // the waiter whose ticket this is; nil for a bare one
+}
 
-	// woke: handed the key without a maxHold, the holder reads its own
-	// grant instant after waking (see settled) and keeps it in grantedAt
-	// too (the instant on the timer clock, plus one; 0 until then), the one
-	// field others read without the shard's mutex.
-	woke      bool
+// waiter is the record of a hold that stood in a key's line: its place in
+// the line, its ticket (its wait, then its maxHold), and its wake-up. It
+// keeps it until it lets the key go, or leaves the line, and gives it back
+// to its shard under the shard's mutex.
+type waiter struct {
+	ticket
+	c       *holdContext
+	line    waitq.Element[*ticket] // place in the key's line; Value is &ticket
+	ready   chan state             // one send of the settled state
+	state   state
+	woke    bool          // handed the key without a maxHold: it reads its own grant instant
+	maxHold time.Duration // armed at its grant
+
+	// grantedAt: once woke, the grant instant the holder read after
+	// waking (on the timer clock, plus one; 0 until then), the one field
+	// others read without the shard's mutex.
 	grantedAt atomic.Int64
 
 	// What a waiter whose wait passed learns of the holder, for its error.
@@ -58,12 +66,12 @@ type ticket struct {
 	holderFence uint64
 }
 
-// keepTickets is how many given-back tickets a shard keeps for reuse:
-// enough for the waiters of a hot key or two.
+// keepTickets is how many given-back tickets, and waiters, a shard keeps
+// for reuse: enough for the waiters of a hot key or two.
 const keepTickets = 32
 
-// takeTicketLocked returns a ticket of sd's for c's hold of e.
-func (sd *shardLocal) takeTicketLocked(c *holdContext, e *keyEntry) *ticket {
+// takeTicketLocked returns a bare ticket of sd's for the holder of e.
+func (sd *shardLocal) takeTicketLocked(e *keyEntry) *ticket {
 	var t *ticket
 	if n := len(sd.tickets); n > 0 {
 		t = sd.tickets[n-1]
@@ -71,19 +79,42 @@ func (sd *shardLocal) takeTicketLocked(c *holdContext, e *keyEntry) *ticket {
 		sd.tickets = sd.tickets[:n-1]
 	} else {
 		t = new(ticket)
-		t.wait.Value, t.due.Value = t, t
 	}
-	t.c, t.entry = c, e
+	t.entry = e
 	return t
 }
 
-// putTicketLocked gives t back to sd, once it is out of every line and
-// list and its wake-up, if one was sent, was received.
-func (sd *shardLocal) putTicketLocked(t *ticket) {
-	t.c, t.entry, t.maxHold, t.woke = nil, nil, 0, false
-	t.grantedAt.Store(0)
-	if len(sd.tickets) < keepTickets {
-		sd.tickets = append(sd.tickets, t)
+// takeWaiterLocked returns a waiter of sd's for c's hold of e.
+func (sd *shardLocal) takeWaiterLocked(c *holdContext, e *keyEntry) *waiter {
+	var w *waiter
+	if n := len(sd.waiters); n > 0 {
+		w = sd.waiters[n-1]
+		sd.waiters[n-1] = nil
+		sd.waiters = sd.waiters[:n-1]
+	} else {
+		w = &waiter{ready: make(chan state, 1)}
+		w.w, w.line.Value = w, &w.ticket
+	}
+	w.c, w.entry = c, e
+	return w
+}
+
+// putLocked gives h's ticket or waiter back to sd, once it is out of every
+// line and list and its wake-up, if one was sent, was received.
+func (sd *shardLocal) putLocked(h hold) {
+	switch {
+	case h.w != nil:
+		w := h.w
+		w.c, w.entry, w.maxHold, w.woke = nil, nil, 0, false
+		w.grantedAt.Store(0)
+		if len(sd.waiters) < keepTickets {
+			sd.waiters = append(sd.waiters, w)
+		}
+	case h.t != nil:
+		h.t.entry = nil
+		if len(sd.tickets) < keepTickets {
+			sd.tickets = append(sd.tickets, h.t)
+		}
 	}
 }
 
@@ -94,7 +125,8 @@ type hold struct {
 	c  *holdContext
 	sd *shardLocal
 	e  *keyEntry
-	t  *ticket // nil unless the hold waited or has a maxHold
+	t  *ticket  // its deadline's ticket: &w.ticket, a bare one for a maxHold, or nil
+	w  *waiter // nil unless the hold waited
 }
 
 // hold is Hold: check, grant or wait, run.
@@ -176,7 +208,7 @@ func (l *Lock) acquire(ctx context.Context, text string, st settings) (hold, err
 		e = sh.InsertLocked(hash, name, text)
 		t := s.grantLocked(sd, e, c, nil, st.maxHold, now, at)
 		sh.Unlock()
-		return hold{c, sd, e, t}, nil
+		return hold{c: c, sd: sd, e: e, t: t}, nil
 	}
 	switch {
 	case st.wait == 0:
@@ -190,7 +222,8 @@ func (l *Lock) acquire(ctx context.Context, text string, st settings) (hold, err
 	if st.maxHold > 0 {
 		_, at = s.now()
 	}
-	h := hold{c, sd, e, s.joinLocked(sd, e, c, st, at)}
+	w := s.joinLocked(sd, e, c, st, at)
+	h := hold{c: c, sd: sd, e: e, t: &w.ticket, w: w}
 	sh.Unlock()
 	if err := s.await(ctx, h); err != nil {
 		return hold{}, err
@@ -227,21 +260,18 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option)
 	e := sh.InsertLocked(hash, name, text)
 	t := s.grantLocked(sd, e, c, nil, st.maxHold, now, at)
 	sh.Unlock()
-	return true, s.run(hold{c, sd, e, t}, fn)
+	return true, s.run(hold{c: c, sd: sd, e: e, t: t}, fn)
 }
 
-// joinLocked puts a ticket for c at the back of e's line, its wait counted
+// joinLocked puts a waiter for c at the back of e's line, its wait counted
 // from the call's instant at (on the timer clock), and returns it.
-func (s *Store) joinLocked(sd *shardLocal, e *keyEntry, c *holdContext, st settings, at time.Duration) *ticket {
+func (s *Store) joinLocked(sd *shardLocal, e *keyEntry, c *holdContext, st settings, at time.Duration) *waiter {
 	sd.sh.Counts.Waits++
-	t := sd.takeTicketLocked(c, e)
-	t.state, t.maxHold = waiting, st.maxHold
-	if t.ready == nil { // a ticket that only ever had a maxHold has none yet
-		t.ready = make(chan state, 1)
-	}
-	e.Line.PushBack(&t.wait)
-	s.armLocked(sd, t, forWait, st.wait, after(at, st.wait))
-	return t
+	w := sd.takeWaiterLocked(c, e)
+	w.state, w.maxHold = waiting, st.maxHold
+	e.Line.PushBack(&w.line)
+	s.armLocked(sd, &w.ticket, forWait, st.wait, after(at, st.wait))
+	return w
 }
 
 // run calls fn holding the key, and lets the key go however fn ends: by
@@ -257,10 +287,10 @@ func (s *Store) run(h hold, fn HoldFunc) (err error) {
 func (s *Store) await(ctx context.Context, h hold) error {
 	var settled state
 	if done := ctx.Done(); done == nil { // a context that never ends
-		settled = <-h.t.ready
+		settled = <-h.w.ready
 	} else {
 		select {
-		case settled = <-h.t.ready:
+		case settled = <-h.w.ready:
 		case <-done:
 			return s.leave(ctx, h)
 		}
@@ -279,19 +309,19 @@ func (s *Store) await(ctx context.Context, h hold) error {
 // meanwhile, its wake-up is on its way: a grant is passed on to the next in
 // line, never lost; a timeout or a close is reported as such.
 func (s *Store) leave(ctx context.Context, h hold) error {
-	sh, t := h.sd.sh, h.t
+	sh, w := h.sd.sh, h.w
 	sh.Lock()
-	if t.state == waiting {
-		h.e.Line.Remove(&t.wait)
-		disarmLocked(t)
-		t.state = left
+	if w.state == waiting {
+		h.e.Line.Remove(&w.line)
+		disarmLocked(&w.ticket)
+		w.state = left
 		sh.Counts.Canceled++
-		h.sd.putTicketLocked(t)
+		h.sd.putLocked(h)
 		sh.Unlock()
 		return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx)
 	}
 	sh.Unlock()
-	settled := <-t.ready
+	settled := <-w.ready
 	if settled == holding {
 		s.giveBack(h)
 		return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx)
@@ -302,7 +332,7 @@ func (s *Store) leave(ctx context.Context, h hold) error {
 // settled returns what a waiter woken in the state st answers: nil when it
 // holds the key.
 func (s *Store) settled(h hold, st state) error {
-	t := h.t
+	w := h.w
 	if st == holding {
 		if h.c.lease.Granted.IsZero() {
 			// Handed off without a maxHold: the grant left the clock to
@@ -310,14 +340,14 @@ func (s *Store) settled(h hold, st state) error {
 			// instant is after the grant and before fn runs.
 			now, at := s.now()
 			h.c.lease.Granted = now
-			t.grantedAt.Store(int64(at) + 1)
+			w.grantedAt.Store(int64(at) + 1)
 		}
 		return nil
 	}
-	heldFor, fence := t.heldFor, t.holderFence
+	heldFor, fence := w.heldFor, w.holderFence
 	sh := h.sd.sh
 	sh.Lock()
-	h.sd.putTicketLocked(t)
+	h.sd.putLocked(h)
 	sh.Unlock()
 	if st == shut {
 		return newError(Closed, h.c.lease.Lock, h.c.lease.Key, "the store is closed")
@@ -331,8 +361,8 @@ func (s *Store) settled(h hold, st state) error {
 // the timer clock.
 func (s *Store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
 	var since time.Duration
-	if t := e.Ticket; t != nil && t.woke {
-		at := t.grantedAt.Load()
+	if t := e.Ticket; t != nil && t.w != nil && t.w.woke {
+		at := t.w.grantedAt.Load()
 		if at == 0 {
 			return 0 // granted, not yet awake
 		}
@@ -343,12 +373,12 @@ func (s *Store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
 	return max(now-since, 0)
 }
 
-// grantLocked makes c, with its ticket t (nil for a hold that did not
-// wait), the holder of e at now (at on the timer clock): it gives c its
-// fence and grant time and arms its maxHold, taking a ticket for it if it
-// has none. It returns the hold's ticket. A zero now leaves Granted for
-// the woken waiter to read (see settled); it is only zero without a
-// maxHold.
+// grantLocked makes c, with its ticket t (its waiter's; nil for a hold
+// that did not wait), the holder of e at now (at on the timer clock): it
+// gives c its fence and grant time and arms its maxHold, taking a bare
+// ticket for it if it has none. It returns the hold's ticket. A zero now
+// leaves Granted for the woken waiter to read (see settled); it is only
+// zero without a maxHold.
 func (s *Store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *ticket, maxHold time.Duration, now time.Time, at time.Duration) *ticket {
 	sh := sd.sh
 	e.Holder = c
@@ -359,13 +389,10 @@ func (s *Store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *tick
 	if maxHold > 0 {
 		c.lease.Deadline = now.Add(maxHold)
 		if t == nil {
-			t = sd.takeTicketLocked(c, e)
+			t = sd.takeTicketLocked(e)
 		}
 		s.armLocked(sd, t, forMaxHold, maxHold, after(at, maxHold))
 		e.Ticket = t
-	}
-	if t != nil {
-		t.state = holding
 	}
 	return t
 }
@@ -382,16 +409,17 @@ func (s *Store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 		sd.sh.DeleteLocked(e)
 		return nil
 	}
-	t := el.Value
-	disarmLocked(t) // its wait
+	w := el.Value.w
+	disarmLocked(&w.ticket) // its wait
 	var now time.Time
 	var at time.Duration
-	if t.maxHold > 0 {
+	if w.maxHold > 0 {
 		now, at = s.now()
 	}
-	s.grantLocked(sd, e, t.c, t, t.maxHold, now, at)
-	e.Ticket, t.woke = t, t.maxHold == 0
-	return t.ready
+	s.grantLocked(sd, e, w.c, &w.ticket, w.maxHold, now, at)
+	w.state = holding
+	e.Ticket, w.woke = &w.ticket, w.maxHold == 0
+	return w.ready
 }
 
 // release lets h's key go once fn has returned, handing it to the next in
@@ -413,9 +441,7 @@ func (s *Store) release(h hold, fnErr error) error {
 	} else {
 		lost = h.c.lost()
 	}
-	if h.t != nil {
-		h.sd.putTicketLocked(h.t)
-	}
+	h.sd.putLocked(h)
 	drained := sh.Running == 0 && s.closed.Load()
 	sh.Unlock()
 	if wake != nil {

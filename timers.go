@@ -9,7 +9,6 @@ import (
 
 	"github.com/holdline/locks/shard"
 	"github.com/holdline/locks/timerwheel"
-	"github.com/holdline/locks/waitq"
 )
 
 // purpose says what a pending deadline bounds.
@@ -47,7 +46,8 @@ type deadlineList struct {
 	sd   *shardLocal
 	p    purpose
 	d    time.Duration
-	line waitq.List[*ticket] // of ticket.due, in arrival order
+	head, tail *ticket // in arrival order
+	n          int
 	// armed: the wheel holds a timer for this list, or the timer goroutine
 	// has taken it from the wheel and will look at the list (and re-arm it)
 	// under the shard's mutex. Cleared only there, when the list is empty.
@@ -71,7 +71,8 @@ type local struct {
 	sh      *keyShard
 	lists   []*deadlineList           // the first maxLists deadline lists
 	more    map[listKey]*deadlineList // the rest, rarely any
-	tickets []*ticket                 // given back, for reuse
+	tickets []*ticket                 // bare ones given back, for reuse
+	waiters []*waiter                 // given back, for reuse
 }
 
 type listKey struct {
@@ -124,10 +125,10 @@ func (sd *shardLocal) dropLocked(l *deadlineList) {
 func (sd *shardLocal) pendingLocked() int {
 	n := 0
 	for _, l := range sd.lists {
-		n += l.line.Len()
+		n += l.n
 	}
 	for _, l := range sd.more {
-		n += l.line.Len()
+		n += l.n
 	}
 	return n
 }
@@ -138,7 +139,14 @@ func (sd *shardLocal) pendingLocked() int {
 func (s *Store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Duration) {
 	l := sd.listLocked(p, d)
 	t.at, t.list = at, l
-	l.line.PushBack(&t.due)
+	t.next, t.prev = nil, l.tail
+	if l.tail != nil {
+		l.tail.next = t
+	} else {
+		l.head = t
+	}
+	l.tail = t
+	l.n++
 	if !l.armed {
 		l.armed = true
 		s.timers.schedule(l, at)
@@ -149,10 +157,22 @@ func (s *Store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Durat
 // O(1); the list's timer is left to fire, and finds what is then at the
 // head.
 func disarmLocked(t *ticket) {
-	if t.list != nil {
-		t.list.line.Remove(&t.due)
-		t.list = nil
+	l := t.list
+	if l == nil {
+		return
 	}
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else {
+		l.head = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	} else {
+		l.tail = t.prev
+	}
+	t.next, t.prev, t.list = nil, nil, nil
+	l.n--
 }
 
 // timers drives the store's deadline lists with one hierarchical timer
@@ -314,18 +334,16 @@ func (s *Store) fire(l *deadlineList, now time.Duration, f *firing) {
 	sd := l.sd
 	sh := sd.sh
 	sh.Lock()
-	for el := l.line.Front(); el != nil && el.Value.at <= now; el = l.line.Front() {
-		t := el.Value
-		l.line.Remove(el)
-		t.list = nil
+	for t := l.head; t != nil && t.at <= now; t = l.head {
+		disarmLocked(t)
 		switch l.p {
 		case forWait:
-			e := t.entry
-			e.Line.Remove(&t.wait)
-			t.heldFor, t.holderFence = s.heldForLocked(e, now), e.Holder.lease.Fence
-			t.state = timedOut
+			w, e := t.w, t.entry
+			e.Line.Remove(&w.line)
+			w.heldFor, w.holderFence = s.heldForLocked(e, now), e.Holder.lease.Fence
+			w.state = timedOut
 			sh.Counts.TimedOut++
-			f.wake = append(f.wake, wakeup{t.ready, timedOut})
+			f.wake = append(f.wake, wakeup{w.ready, timedOut})
 		case forMaxHold:
 			ready, c := s.revokeLocked(sd, t.entry, lostMaxHold)
 			if ready != nil {
@@ -334,8 +352,8 @@ func (s *Store) fire(l *deadlineList, now time.Duration, f *firing) {
 			f.lose = append(f.lose, c)
 		}
 	}
-	if el := l.line.Front(); el != nil {
-		s.timers.schedule(l, el.Value.at)
+	if l.head != nil {
+		s.timers.schedule(l, l.head.at)
 	} else {
 		l.armed = false
 		l.sd.dropLocked(l)
