@@ -42,8 +42,9 @@ func InTransaction(ctx context.Context) context.Context {
 // waiter. Safe for concurrent use.
 type Store struct {
 	table  *keyTable
-	local  []shardLocal // beside the table's shards, one each
-	origin time.Time    // the zero of the monotonic instants the timer wheel uses
+	local  []shardLocal  // beside the table's shards, one each
+	origin time.Time     // the zero of the monotonic instants the timer wheel uses
+	tick   time.Duration // the timer wheel's
 	closed atomic.Bool
 	close  sync.Once
 
@@ -63,6 +64,7 @@ func NewStore(opts ...StoreOption) *Store {
 	s := &Store{
 		table:   shard.NewTable[*holdContext, *ticket](c.shards, lease.Seed()),
 		origin:  time.Now(),
+		tick:    c.tick,
 		drained: make(chan struct{}),
 	}
 	s.local = make([]shardLocal, s.table.Len())

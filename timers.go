@@ -45,7 +45,7 @@ const maxInstant = time.Duration(math.MaxInt64)
 type deadlineList struct {
 	sd   *shardLocal
 	p    purpose
-	d    time.Duration
+	d    time.Duration // in whole ticks, rounded up
 	head, tail *ticket // in arrival order
 	n          int
 	// armed: the wheel holds a timer for this list, or the timer goroutine
@@ -136,8 +136,14 @@ func (sd *shardLocal) pendingLocked() int {
 // armLocked makes t's deadline for p, of duration d, due at instant at on
 // the timer clock. t has no pending deadline. O(1); the wheel's mutex is
 // taken only when the list had no timer.
+//
+// Durations within one tick of each other share a list, so that a
+// program whose durations all differ (computed from a request's own
+// deadline, say) still has at most one list per tick of durations: in
+// such a list a deadline may stand behind one due up to a tick later, and
+// fire that much later, never early.
 func (s *Store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Duration) {
-	l := sd.listLocked(p, d)
+	l := sd.listLocked(p, (d+s.tick-1)/s.tick)
 	t.at, t.list = at, l
 	t.next, t.prev = nil, l.tail
 	if l.tail != nil {
