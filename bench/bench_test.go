@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -42,8 +43,8 @@ func benchScenario(b *testing.B, name string) {
 	env := testEnv()
 	for _, p := range sc.Peers {
 		b.Run("peer="+p.Name, func(b *testing.B) {
-			if sc.Bench != nil {
-				sc.Bench(b, env, p)
+			if sc.Load != nil {
+				benchLoad(b, env, sc, p)
 				return
 			}
 			var s Sample
@@ -54,6 +55,30 @@ func benchScenario(b *testing.B, name string) {
 				b.ReportMetric(s[c.Key], c.Key)
 			}
 		})
+	}
+}
+
+// benchLoad runs sc's load for p under b.RunParallel, sc.PerP goroutines
+// per P, and reports the load's checks as metrics.
+func benchLoad(b *testing.B, env *Env, sc Scenario, p Peer) {
+	l := p.New()
+	defer l.Close()
+	load := sc.Load(env, l)
+	var workers atomic.Int64
+	b.SetParallelism(sc.perP())
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		op := load.Op(int(workers.Add(1) - 1))
+		for pb.Next() {
+			op()
+		}
+	})
+	b.StopTimer()
+	if load.Check != nil {
+		for k, v := range load.Check(int64(b.N)) {
+			b.ReportMetric(v, k)
+		}
 	}
 }
 

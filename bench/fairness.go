@@ -15,12 +15,14 @@ const (
 	// over a waiter that arrived this much earlier than the one served,
 	// longer than any path from taking a ticket to joining a lock's line.
 	fairGrace = 10 * time.Microsecond
+	// fairTrials is how many trials of each peer a repetition runs.
+	fairTrials = 5
 )
 
 func fairnessScenario(peers []Peer) Scenario {
 	return Scenario{
 		Name:  "fairness",
-		Title: "64 goroutines hold one key for 10,000 grants",
+		Title: "64 goroutines hold one key for 10,000 grants; 5 trials, the peers interleaved",
 		Columns: []Column{
 			{"ns/grant", "ns/grant", "%.0f"},
 			{"out-of-order", "out-of-order", "%.0f"},
@@ -33,10 +35,14 @@ func fairnessScenario(peers []Peer) Scenario {
 			"a grant is out of order when it serves a ticket while an earlier ticket still waits; 'by >10µs' counts only those",
 			"where that earlier ticket was stamped more than 10 µs before the one served (so not a race between taking a ticket and joining the line).",
 			"each holder yields the processor once (runtime.Gosched) while holding, so that the others come and queue behind it,",
-			"as behind a holder doing I/O; wait = grant time - stamp; worst/mean is over every grant of the run.",
+			"as behind a holder doing I/O; wait = grant time - stamp; worst/mean is over every grant of a trial.",
+			"5 trials of each peer, in a fresh random order each: out-of-order counts are totals over the trials (50,000 grants),",
+			"the other figures the median trial's (a trial takes milliseconds: one stall of the machine would make its figures).",
 		},
-		Peers: peers,
-		Once:  fairness,
+		Peers:  peers,
+		Once:   fairness,
+		Trials: fairTrials,
+		Totals: []string{"out-of-order", "out-of-order-10us"},
 	}
 }
 

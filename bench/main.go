@@ -1,57 +1,69 @@
 // Command bench measures package locks against what a Go programmer would
 // otherwise use for keyed locks, side by side in one run, and prints a
-// table per scenario with the ratio of locks to the best correct peer and
-// the project's speed and memory targets beside it.
+// table per scenario with the ratio of locks to the best correct peer
+// (×best) and to the floor of the contract (×floor), and the project's
+// speed and memory targets beside them.
 //
 // Run it from the module's root:
 //
 //	go run ./bench -quick          # everything, smaller counts, under a minute
 //	go run ./bench                 # the full run, a few minutes on 2 cores
-//	go run ./bench -run 'scenario=hotkey/peer=(locks|chanmap)' -cpu 2
+//	go run ./bench -run 'scenario=hotkey/peer=(locks|chanmap)$' -cpu 2
 //	go run ./bench -json bench/results.json
-//	go run ./bench -run 'peer=locks' -cpuprofile cpu.pprof   # writes pprof/cpu.pprof
+//	go run ./bench -run 'peer=locks$' -cpuprofile cpu.pprof   # writes pprof/cpu.pprof
 //
 // The peers (peers*.go) sit behind one adapter, Locker: the library; a
 // hand-written map of refcounted sync.Mutex; the same with one-slot
 // channels (a FIFO lock); github.com/moby/locker; k8s.io/utils/keymutex
 // (NewHashed, marked: unrelated keys wait on each other); a map of
 // x/sync semaphore.Weighted(1), with and without a context.WithTimeout
-// per hold; and two floors, one sync.Mutex and one CAS word for all keys.
+// per hold; two floors, one sync.Mutex and one CAS word for all keys; and
+// the floors of the contract, floor-contract and floor-contract+AfterFunc
+// (peers_contract.go): keyed locks doing only the work no implementation
+// of the SPEC can skip, the reference of ×floor and never the best.
 //
 // The scenarios (scenarios.go, fairness.go, deadlines.go, lateness.go,
 // memory.go) are the project's eight: uncontended, zipf, hotkey,
-// hotkey-deadline, maxhold, fairness, deadlines, memory. Each is named scenario=NAME/peer=PEER and
-// runs at every GOMAXPROCS of -cpu. The throughput scenarios run under
-// testing.Benchmark and report the median over -count repetitions; the
-// experiments at scale (deadlines, memory) run once per GOMAXPROCS (memory
-// only at the last), as their figures are totals over a million deadlines
-// or keys; the deadlines scenario takes its arm+cancel figure as a median
-// of -count timings inside that one run, and runs in a child process per
-// peer and GOMAXPROCS, so that no experiment inherits another's million
-// goroutines.
+// hotkey-deadline, maxhold, fairness, deadlines, memory. Each is named
+// scenario=NAME/peer=PEER and runs at every GOMAXPROCS of -cpu. The
+// throughput scenarios run every peer in one run, in alternating phases
+// of 2 ms in a random order per round (interleave.go), so that machine
+// noise hits them alike; each peer runs -benchtime per repetition, and
+// the median over -count repetitions is reported. The fairness scenario
+// runs 5 trials of each peer, interleaved. The experiments at scale
+// (deadlines, memory) run once per GOMAXPROCS (memory only at the last),
+// as their figures are totals over a million deadlines or keys; the
+// deadlines scenario takes medians of several timings and windows inside
+// that one run, and runs in a child process per peer and GOMAXPROCS, so
+// that no experiment inherits another's million goroutines.
 //
 // The same scenarios are go test benchmarks (bench_test.go), for
-// benchstat:
+// benchstat; they run one peer at a time, under b.RunParallel:
 //
 //	go test -run '^$' -bench . -count 6 ./bench > new.txt
 //
+// The library's own benchmarks, without peers, are in the module's root:
+// go test -run '^$' -bench . (see README.md).
+//
 // Profiles (-cpuprofile, -memprofile, -mutexprofile) go into pprof/ when
 // given a bare file name (a deadlines experiment, run in a child process,
-// writes its own, named after it); pprof/README.md says how to read them. The
-// machine is usually shared and noisy: compare figures as ratios within
-// one run, never across runs.
+// writes its own, named after it); pprof/README.md says how to read them.
+// CPU profiles carry the labels scenario and peer on the throughput
+// scenarios' workers (go tool pprof -tagfocus peer=locks). The machine is
+// usually shared and noisy: compare figures as ratios within one run,
+// never across runs.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -77,10 +89,10 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	cpu := fs.String("cpu", "1,2", "comma-separated list of GOMAXPROCS values to run every scenario at")
 	count := fs.Int("count", 3, "repetitions of each throughput scenario (median reported); -quick: 1")
-	benchtime := fs.Duration("benchtime", 200*time.Millisecond, "time per throughput measurement; -quick: 40ms")
+	benchtime := fs.Duration("benchtime", 200*time.Millisecond, "time each peer runs in a throughput scenario per repetition; -quick: 100ms")
 	scale := fs.Int("size", 1_000_000, "deadlines pending and keys held at once in the experiments at scale; -quick: 100,000")
 	grants := fs.Int("grants", 10_000, "grants of the fairness scenario")
-	quick := fs.Bool("quick", false, "run everything in under a minute: -count 1, -benchtime 40ms, -size 100000 unless given")
+	quick := fs.Bool("quick", false, "run everything in under a minute: -count 1, -benchtime 100ms, -size 100000 unless given")
 	run := fs.String("run", "", "run only the scenario=NAME/peer=PEER names matching this regexp")
 	js := fs.String("json", "", "write every figure and verdict to this JSON file")
 	cpuprof := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (a bare name goes into pprof/)")
@@ -103,7 +115,7 @@ func parseFlags(args []string) (config, error) {
 			c.count = 1
 		}
 		if !set["benchtime"] {
-			c.benchtime = 40 * time.Millisecond
+			c.benchtime = 100 * time.Millisecond
 		}
 		if !set["size"] {
 			c.scale = 100_000
@@ -145,10 +157,6 @@ func main() {
 }
 
 func run(c config) error {
-	testing.Init()
-	if err := flag.Set("test.benchtime", c.benchtime.String()); err != nil {
-		return err
-	}
 	if c.child != "" {
 		return runChild(c)
 	}
@@ -183,20 +191,24 @@ func run(c config) error {
 				reps = 1
 			}
 			for rep := range reps {
-				for _, p := range sc.Peers { // peers interleaved within a repetition: drift hits them all
-					name := "scenario=" + sc.Name + "/peer=" + p.Name
-					if !c.run.MatchString(name) {
-						continue
+				var peers []Peer
+				for _, p := range sc.Peers {
+					if c.run.MatchString("scenario=" + sc.Name + "/peer=" + p.Name) {
+						peers = append(peers, p)
 					}
-					t := time.Now()
-					s, err := measure(c, sc, env, p, cpu)
-					if err != nil {
-						return err
-					}
-					res.Add(sc.Name, p.Name, cpu, s)
-					fmt.Fprintf(os.Stderr, "%s cpu=%d rep %d/%d: %s=%.4g (%.1fs)\n", name, cpu, rep+1, reps, sc.Columns[0].Key, s[sc.Columns[0].Key], time.Since(t).Seconds())
-					ran = true
 				}
+				if len(peers) == 0 {
+					continue
+				}
+				samples, err := repetition(c, sc, env, peers, cpu, rep)
+				if err != nil {
+					return err
+				}
+				for i, s := range samples {
+					res.Add(sc.Name, peers[i].Name, cpu, s)
+					fmt.Fprintf(os.Stderr, "scenario=%s/peer=%s cpu=%d rep %d/%d: %s=%.4g\n", sc.Name, peers[i].Name, cpu, rep+1, reps, sc.Columns[0].Key, s[sc.Columns[0].Key])
+				}
+				ran = true
 			}
 		}
 		if ran {
@@ -224,16 +236,48 @@ func newEnv(c config) *Env {
 	return env
 }
 
-// measure runs one repetition of sc for p at GOMAXPROCS cpu: an isolated
-// experiment in a child process of its own (see child.go), the rest here.
-func measure(c config, sc Scenario, env *Env, p Peer, cpu int) (Sample, error) {
-	switch {
-	case sc.Isolated:
-		return inChild(c, sc, p, cpu)
-	case sc.Once != nil:
-		return sc.Once(env, p), nil
+// repetition runs one repetition of sc for peers at GOMAXPROCS cpu and
+// returns their figures in order. A throughput scenario runs every peer
+// at once, in alternating phases (interleave.go); an experiment with
+// Trials runs that many trials of each peer, the peers in a fresh random
+// order each trial; the others run each peer once, in turn, isolated ones
+// in a child process each (see child.go).
+func repetition(c config, sc Scenario, env *Env, peers []Peer, cpu, rep int) ([]Sample, error) {
+	seed := uint64(rep)
+	if sc.Load != nil {
+		return interleave(env, sc, peers, c.benchtime, seed), nil
 	}
-	return benchSample(func(b *testing.B) { sc.Bench(b, env, p) }), nil
+	out := make([]Sample, len(peers))
+	if sc.Trials > 1 {
+		trials := make([][]Sample, len(peers))
+		order := make([]int, len(peers))
+		for i := range order {
+			order[i] = i
+		}
+		rng := rand.New(rand.NewPCG(seed, uint64(cpu)))
+		for range sc.Trials {
+			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			for _, i := range order {
+				trials[i] = append(trials[i], sc.Once(env, peers[i]))
+			}
+		}
+		for i := range out {
+			out[i] = sc.combine(trials[i])
+		}
+		return out, nil
+	}
+	for i, p := range peers {
+		var err error
+		if sc.Isolated {
+			out[i], err = inChild(c, sc, p, cpu)
+		} else {
+			out[i] = sc.Once(env, p)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // summarize closes the run with one line per scenario: how many of the

@@ -4,7 +4,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -19,25 +18,6 @@ func heapAlloc() float64 {
 	return float64(m.HeapAlloc)
 }
 
-// benchSample runs f with testing.Benchmark (so b.N is calibrated to the
-// benchmark time) and returns its figures: ns/op, B/op, allocs/op and
-// every metric f reported.
-func benchSample(f func(b *testing.B)) Sample {
-	r := testing.Benchmark(f)
-	if r.N == 0 {
-		panic("bench: a benchmark failed")
-	}
-	s := Sample{
-		"ns/op":     float64(r.T.Nanoseconds()) / float64(r.N),
-		"B/op":      float64(r.MemBytes) / float64(r.N),
-		"allocs/op": float64(r.MemAllocs) / float64(r.N),
-	}
-	for k, v := range r.Extra {
-		s[k] = v
-	}
-	return s
-}
-
 // Median returns the median of each metric over samples (the mean of the
 // middle two for an even count). A metric missing from some samples is
 // the median of those that have it.
@@ -50,15 +30,20 @@ func Median(samples []Sample) Sample {
 		}
 	}
 	for k, vs := range vals {
-		slices.Sort(vs)
-		m := len(vs) / 2
-		if len(vs)%2 == 1 {
-			out[k] = vs[m]
-		} else {
-			out[k] = (vs[m-1] + vs[m]) / 2
-		}
+		out[k] = median(vs)
 	}
 	return out
+}
+
+// median returns the median of vs (the mean of the middle two for an even
+// count); vs is sorted in place.
+func median(vs []float64) float64 {
+	slices.Sort(vs)
+	m := len(vs) / 2
+	if len(vs)%2 == 1 {
+		return vs[m]
+	}
+	return (vs[m-1] + vs[m]) / 2
 }
 
 // pairBatch is how many calls of one op pairedLoop times at a go.
@@ -71,8 +56,8 @@ const pairBatch = 32
 // (summed over workers, divided by GOMAXPROCS, as RunParallel reports).
 // Alternating batches lets drift and noise hit both alike, so that their
 // difference holds where each figure alone is noisier than it. It
-// collects no garbage (testing.Benchmark collects before every round,
-// which costs seconds with a million goroutines parked).
+// collects no garbage (a collection costs seconds with a million
+// goroutines parked).
 func pairedLoop(benchtime time.Duration, a, b func(w, i int)) (nsA, nsB float64) {
 	procs := runtime.GOMAXPROCS(0)
 	var mu sync.Mutex

@@ -25,6 +25,11 @@ const (
 	// key shares: the cost below which no keyed lock can go. Shown, marked,
 	// never the reference.
 	Floor
+	// Contract peers are floors of the contract: keyed locks doing only
+	// the work no implementation of the SPEC can skip (peers_contract.go).
+	// Nobody would pick one, so they are never the best correct peer; they
+	// are the reference of the ×floor ratio.
+	Contract
 )
 
 // Mark returns the note a table prints beside a row of class c.
@@ -34,6 +39,8 @@ func (c Class) Mark() string {
 		return "marked: unrelated keys wait on each other"
 	case Floor:
 		return "floor: one lock for every key"
+	case Contract:
+		return "floor of the contract: the ×floor reference"
 	}
 	return ""
 }
@@ -74,7 +81,7 @@ type Peer struct {
 }
 
 // Peers returns every peer, locks first, then the correct peers, then the
-// marked ones.
+// marked ones, then the floors of the contract.
 func Peers() []Peer {
 	return []Peer{
 		{Name: "locks", Class: Correct, FIFO: true, Waits: true, About: "this library (default 10 s wait always armed)", New: newLocksPeer},
@@ -86,8 +93,17 @@ func Peers() []Peer {
 		{Name: "keymutex", Class: SharesKeys, About: "k8s.io/utils/keymutex.NewHashed(0): NumCPU mutexes", New: func() Locker { return &keymutexPeer{km: keymutex.NewHashed(0)} }},
 		{Name: "floor-mutex", Class: Floor, About: "one sync.Mutex Lock/Unlock, keys ignored", New: func() Locker { return new(mutexFloor) }},
 		{Name: "floor-cas", Class: Floor, About: "one atomic CompareAndSwap/Store pair, keys ignored", New: func() Locker { return new(casFloor) }},
+		{Name: contractName, Class: Contract, FIFO: true, About: "only what the contract needs: hash, shard, entry, 128 B record, clock, fence; maxHold not armed", New: func() Locker { return newContractFloor(false) }},
+		{Name: contractAfterFuncName, Class: Contract, FIFO: true, About: "the same, a time.AfterFunc armed and stopped per maxHold", New: func() Locker { return newContractFloor(true) }},
 	}
 }
+
+// The floors of the contract, by name: contractName is the reference of
+// every ×floor ratio.
+const (
+	contractName          = "floor-contract"
+	contractAfterFuncName = "floor-contract+AfterFunc"
+)
 
 // noPeer is the baseline of the memory scenario: Hold runs fn holding
 // nothing, so its figures are what the goroutines themselves cost.

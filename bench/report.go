@@ -86,33 +86,50 @@ func (r *Results) Header(w io.Writer) {
 	}
 	fmt.Fprintf(w, "GOMAXPROCS %v; median of %d; benchtime %s; %d keys; scale %d%s; fairness %d grants\n",
 		m.CPUs, m.Count, m.BenchTime, m.Keys, m.Scale, scale, m.Grants)
-	fmt.Fprintln(w, "ratios: ×best = figure / best correct peer's figure in the same run and GOMAXPROCS (lower is better)")
+	fmt.Fprintln(w, "ratios: ×best = figure / best correct peer's figure in the same run and GOMAXPROCS (lower is better);")
+	fmt.Fprintln(w, "        ×floor = figure / floor-contract's, a keyed lock doing only the work no implementation of the SPEC can skip")
+	fmt.Fprintln(w, "throughput scenarios: every peer in one run, in alternating 2 ms phases in a random order per round (interleave.go)")
 }
 
 // Table writes a scenario's table: one row per GOMAXPROCS and peer with
-// its median figures, its ratio to the best correct peer, and its marks;
-// then the notes, and the scenario's targets with their verdicts.
+// its median figures, its ratio to the best correct peer and to the floor
+// of the contract (where the scenario has it), and its marks; then the
+// notes, locks' ratios in words, and the scenario's targets with their
+// verdicts.
 func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 	primary := sc.Columns[0].Key
 	fmt.Fprintf(w, "\n== scenario=%s: %s\n", sc.Name, sc.Title)
 	width := 0
+	var floors []string // the floors of the contract, the ×floor reference first
 	for _, p := range sc.Peers {
 		width = max(width, len(p.Name))
+		if p.Class == Contract {
+			floors = append(floors, p.Name)
+		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "cpu\t%-*s\t", width, "peer")
 	for _, c := range sc.Columns {
 		fmt.Fprint(tw, c.Header, "\t")
 	}
-	fmt.Fprint(tw, "×best\t \n")
+	fmt.Fprint(tw, "×best\t")
+	if len(floors) > 0 {
+		fmt.Fprint(tw, "×floor\t")
+	}
+	fmt.Fprint(tw, " \n")
 	var verdicts []Verdict
-	var bests []string
+	var lines []string
 	for _, cpu := range r.Meta.CPUs {
 		rows := r.Medians(sc.Name, cpu)
 		if len(rows) == 0 {
 			continue
 		}
 		best, figure, ok := Best(sc.Peers, rows, primary)
+		floor, floorFig, hasFloor := "", 0.0, false
+		if len(floors) > 0 {
+			floor = floors[0]
+			floorFig, hasFloor = valid(rows[floor], primary)
+		}
 		for _, p := range sc.Peers {
 			s, has := rows[p.Name]
 			if !has {
@@ -126,15 +143,21 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 					fmt.Fprint(tw, "-\t")
 				}
 			}
-			if ok && s[primary] != 0 {
-				fmt.Fprintf(tw, "%.2f\t", s[primary]/figure)
-			} else {
-				fmt.Fprint(tw, "-\t")
+			fmt.Fprint(tw, ratio(s[primary], figure, ok))
+			if len(floors) > 0 {
+				fmt.Fprint(tw, ratio(s[primary], floorFig, hasFloor))
 			}
 			fmt.Fprintf(tw, " %s\n", marks(p, s, p.Name == best))
 		}
-		if ok && rows["locks"] != nil {
-			bests = append(bests, fmt.Sprintf("cpu=%d: locks is %.2f× %s (the best correct peer)", cpu, rows["locks"][primary]/figure, best))
+		if mine, has := valid(rows["locks"], primary); has {
+			if ok {
+				lines = append(lines, fmt.Sprintf("cpu=%d: locks is %.2f× %s (the best correct peer)", cpu, mine/figure, best))
+			}
+			for _, f := range floors {
+				if fig, has := valid(rows[f], primary); has {
+					lines = append(lines, fmt.Sprintf("cpu=%d: locks is %.2f× %s", cpu, mine/fig, f))
+				}
+			}
 		}
 		for _, t := range Targets {
 			if t.Scenario == sc.Name {
@@ -146,13 +169,32 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 	for _, n := range sc.Notes {
 		fmt.Fprintln(w, "  note:", n)
 	}
-	for _, b := range bests {
-		fmt.Fprintln(w, "  "+b)
+	for _, l := range lines {
+		fmt.Fprintln(w, "  "+l)
 	}
 	for _, v := range verdicts {
 		fmt.Fprintf(w, "  target cpu=%d %-60s %s\n", v.CPU, v.Text, v.Gap)
 	}
 	return verdicts
+}
+
+// valid returns s's figure for metric if s is a valid row (not failed)
+// with a positive figure, the only kind a ratio can be taken to.
+func valid(s Sample, metric string) (float64, bool) {
+	v, has := s[metric]
+	if !has || v <= 0 || failed(s) {
+		return 0, false
+	}
+	return v, true
+}
+
+// ratio returns the table cell of v / ref, or "-" where there is no
+// reference or no figure.
+func ratio(v, ref float64, ok bool) string {
+	if !ok || v == 0 {
+		return "-\t"
+	}
+	return fmt.Sprintf("%.2f\t", v/ref)
 }
 
 // marks returns the notes of a row: its class, failures, and whether it is

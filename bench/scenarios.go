@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 )
 
@@ -21,7 +21,7 @@ type Column struct {
 }
 
 // Scenario is one of the eight situations in which the peers are
-// measured. Throughput scenarios have Bench, experiments have Once; both
+// measured. Throughput scenarios have Load, experiments have Once; both
 // can run under go test -bench (see bench_test.go).
 type Scenario struct {
 	// Name is the scenario's name: scenario=NAME/peer=... in the output.
@@ -35,11 +35,24 @@ type Scenario struct {
 	Notes []string
 	// Peers take part, in table order.
 	Peers []Peer
-	// Bench measures one peer as a benchmark; extra metrics go through
-	// b.ReportMetric. Nil for experiments.
-	Bench func(b *testing.B, env *Env, p Peer)
-	// Once runs one repetition of an experiment. Nil for benchmarks.
+	// Load prepares a throughput scenario's work on one instance of a
+	// peer. go run ./bench runs the loads of every peer in alternating
+	// phases (interleave.go); go test -bench runs one peer's under
+	// b.RunParallel. Nil for experiments.
+	Load func(env *Env, l Locker) Load
+	// PerP is how many workers per P run a Load (1 when 0).
+	PerP int
+	// Once runs one repetition (or trial) of an experiment. Nil for
+	// benchmarks.
 	Once func(env *Env, p Peer) Sample
+	// Trials is how many times a repetition of an experiment runs Once
+	// for each peer, the peers interleaved: an experiment of a few
+	// milliseconds per peer is otherwise at the mercy of one stall of the
+	// machine. Its figures are the median trial's, but for Totals.
+	Trials int
+	// Totals are the metrics summed over the trials rather than their
+	// median: counts of events that must not happen at all.
+	Totals []string
 	// AtScale marks an experiment over Env.Scale deadlines or keys: its
 	// figures are totals over them, so one repetition per GOMAXPROCS is
 	// enough.
@@ -50,6 +63,34 @@ type Scenario struct {
 	// Isolated experiments run in a child process each (see child.go).
 	Isolated bool
 }
+
+// Load is a throughput scenario's work on one instance of a peer.
+type Load struct {
+	// Op returns worker w's operation, made before the clock starts: each
+	// call holds one key once. Workers are numbered 0 to
+	// GOMAXPROCS×PerP-1.
+	Op func(w int) func()
+	// Check returns the figures of a broken run (lost-updates, timeouts)
+	// once n operations ran in all; nil where there is nothing to check.
+	Check func(n int64) Sample
+}
+
+// combine returns the figures of a repetition made of trials: the median
+// of each metric, but the sum of each of sc.Totals.
+func (sc Scenario) combine(trials []Sample) Sample {
+	out := Median(trials)
+	for _, k := range sc.Totals {
+		sum := 0.0
+		for _, t := range trials {
+			sum += t[k]
+		}
+		out[k] = sum
+	}
+	return out
+}
+
+// perP returns the workers per P of sc.
+func (sc Scenario) perP() int { return max(sc.PerP, 1) }
 
 // Env is what every scenario draws from: the keys and the sizes.
 type Env struct {
@@ -80,14 +121,29 @@ type Env struct {
 // NewEnv returns an environment of nkeys invoice ids, experiments of the
 // given scale, and the fairness run's number of grants.
 func NewEnv(nkeys, scale, grants int) *Env {
-	keys := make([]string, nkeys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("invoice-%06d", i)
-	}
 	if scale > nkeys {
 		panic("bench: the scale cannot exceed the number of keys")
 	}
-	return &Env{Keys: keys, Scale: scale, Grants: grants, Reps: 1, BenchTime: 200 * time.Millisecond, Zipf: NewZipf(uint64(nkeys), 0.99)}
+	return &Env{Keys: invoiceIDs(nkeys), Scale: scale, Grants: grants, Reps: 1, BenchTime: 200 * time.Millisecond, Zipf: NewZipf(uint64(nkeys), 0.99)}
+}
+
+// invoiceIDs returns invoice-000000 ... invoice-(n-1), each a slice of one
+// string: a million separate strings would be a million objects for every
+// garbage collection to mark, a cost that, in the interleaved runs, falls
+// on whichever peer runs while the collector does.
+func invoiceIDs(n int) []string {
+	const width = len("invoice-000000")
+	var b strings.Builder
+	b.Grow(n * width)
+	for i := range n {
+		fmt.Fprintf(&b, "invoice-%06d", i)
+	}
+	all := b.String()
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = all[i*width : (i+1)*width]
+	}
+	return keys
 }
 
 // zipfDraws returns worker w's replayable sequence of Zipf ranks.
@@ -128,27 +184,36 @@ var nsCols = []Column{
 // Scenarios returns the eight scenarios, in order.
 func Scenarios() []Scenario {
 	all := Peers()
+	// floor-contract+AfterFunc differs from floor-contract only in HoldMax.
+	holds := filter(all, func(p Peer) bool { return p.Name != contractAfterFuncName })
 	waits := filter(all, func(p Peer) bool { return p.Waits })
-	correct := filter(all, func(p Peer) bool { return p.Class == Correct })
+	keyed := filter(holds, func(p Peer) bool { return p.Class == Correct || p.Class == Contract })
 	return []Scenario{
 		{Name: "uncontended", Title: "GOMAXPROCS goroutines hold and release invoice ids, each walking its own slice (never colliding)",
-			Columns: nsCols, Peers: all, Bench: func(b *testing.B, env *Env, p Peer) { walk(b, env, p, 0) }},
+			Columns: nsCols, Peers: holds, Load: func(env *Env, l Locker) Load { return walk(env, l, 0) }},
 		{Name: "zipf", Title: "GOMAXPROCS goroutines hold invoice ids drawn with Zipf θ=0.99 (hot and cold keys, some collisions)",
-			Columns: nsCols, Peers: all, Bench: benchZipf},
-		{Name: "hotkey", Title: "8 goroutines per P hold one key (waiters park)",
-			Columns: nsCols, Peers: all, Bench: func(b *testing.B, env *Env, p Peer) { hotKey(b, env, p, false) },
+			Columns: nsCols, Peers: holds, Load: zipfLoad},
+		{Name: "hotkey", Title: "8 goroutines per P hold one key (waiters park; every 32nd holder yields the processor while holding)",
+			Columns: nsCols, Peers: holds, PerP: 8, Load: func(env *Env, l Locker) Load { return hotKey(env, l, false) },
 			Notes: []string{
-				"FIFO peers: locks, chanmap, semaphore, semaphore-timeout; the others let a releasing goroutine take the key again.",
+				"FIFO peers: locks, chanmap, semaphore, semaphore-timeout, floor-contract; the others let a releasing goroutine take the key again.",
 				"locks arms its wait deadline (default 10 s) for every waiter: for it, hotkey and hotkey-deadline are the same work.",
 			}},
 		{Name: "hotkey-deadline", Title: "the same, every hold bounded by a 10 s wait (peers: context.WithTimeout)",
-			Columns: nsCols, Peers: waits, Bench: func(b *testing.B, env *Env, p Peer) { hotKey(b, env, p, true) },
-			Notes: []string{"chanmap selects on its channel and a context.WithTimeout; mutexmap, moby-locker, keymutex and the floors cannot bound a wait: not shown."}},
+			Columns: nsCols, Peers: waits, PerP: 8, Load: func(env *Env, l Locker) Load { return hotKey(env, l, true) },
+			Notes: []string{
+				"chanmap selects on its channel and a context.WithTimeout (chanmap+WithTimeout); mutexmap, moby-locker, keymutex and the floors cannot bound a wait: not shown.",
+				"floor-contract bounds no wait; locks arms its 10 s wait in hotkey too, so its ×floor there covers the bounded wait.",
+			}},
 		{Name: "maxhold", Title: "uncontended holds with a 1-minute maxHold armed (peers: time.AfterFunc, then Stop)",
-			Columns: nsCols, Peers: all, Bench: func(b *testing.B, env *Env, p Peer) { walk(b, env, p, time.Minute) }},
-		fairnessScenario(all),
+			Columns: nsCols, Peers: all, Load: func(env *Env, l Locker) Load { return walk(env, l, time.Minute) },
+			Notes: []string{
+				"floor-contract arms no timer here (it only records the deadline): ×floor says what a maxHold adds to a hold;",
+				"floor-contract+AfterFunc arms and stops one time.AfterFunc per hold, as the other peers do.",
+			}},
+		fairnessScenario(holds),
 		deadlinesScenario(),
-		memoryScenario(correct),
+		memoryScenario(keyed),
 	}
 }
 
@@ -163,86 +228,93 @@ func filter(ps []Peer, keep func(Peer) bool) []Peer {
 }
 
 // walk is the uncontended scenario (and, with maxHold > 0, the maxHold
-// one): each of the GOMAXPROCS goroutines holds the keys of its own slice
-// of env.Keys in turn, so no two ever want one key.
-func walk(b *testing.B, env *Env, p Peer, maxHold time.Duration) {
-	l := p.New()
-	defer l.Close()
+// one): each of the GOMAXPROCS workers holds the keys of its own slice of
+// env.Keys in turn, so no two ever want one key.
+func walk(env *Env, l Locker, maxHold time.Duration) Load {
 	procs := runtime.GOMAXPROCS(0)
-	var workers atomic.Int64
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		mine := part(env.Keys, int(workers.Add(1)-1), procs)
-		n := 0
+	return Load{Op: func(w int) func() {
+		mine := part(env.Keys, w, procs)
+		i, n := 0, 0
 		fn := func() { n++ }
-		for i := 0; pb.Next(); i++ {
-			if i == len(mine) {
-				i = 0
-			}
-			if maxHold > 0 {
+		if maxHold > 0 {
+			return func() {
+				if i++; i == len(mine) {
+					i = 0
+				}
 				l.HoldMax(mine[i], maxHold, fn)
-			} else {
-				l.Hold(mine[i], fn)
 			}
 		}
-	})
+		return func() {
+			if i++; i == len(mine) {
+				i = 0
+			}
+			l.Hold(mine[i], fn)
+		}
+	}}
 }
 
-// benchZipf is the zipf scenario: each goroutine replays its own
-// pre-drawn sequence of Zipf ranks, so drawing costs nothing while timed.
-func benchZipf(b *testing.B, env *Env, p Peer) {
-	l := p.New()
-	defer l.Close()
+// zipfLoad is the zipf scenario: each worker replays its own pre-drawn
+// sequence of Zipf ranks, so drawing costs nothing while timed.
+func zipfLoad(env *Env, l Locker) Load {
 	procs := runtime.GOMAXPROCS(0)
 	for w := range procs {
 		env.zipfDraws(w) // drawn before the clock starts
 	}
-	var workers atomic.Int64
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		draws := env.zipfDraws(int(workers.Add(1)-1) % procs)
-		n := 0
+	return Load{Op: func(w int) func() {
+		draws := env.zipfDraws(w % procs)
+		i, n := 0, 0
 		fn := func() { n++ }
-		for i := 0; pb.Next(); i++ {
-			if i == len(draws) {
+		return func() {
+			if i++; i == len(draws) {
 				i = 0
 			}
 			l.Hold(env.Keys[draws[i]], fn)
 		}
-	})
+	}}
 }
 
-// hotKey is the hot-key scenario: 8 goroutines per P hold one key, each
+// hotYield: in the hot-key scenarios, every hotYield-th holder yields the
+// processor while it holds the key, as a holder doing I/O would, so that
+// the other workers come and wait in line. Without it nothing would ever
+// wait at GOMAXPROCS 1, where a worker runs until it is preempted; with
+// it, a line forms in every phase for every peer alike (a FIFO lock's
+// line then lasts: each release hands the key to a parked waiter).
+const hotYield = 32
+
+// hotKey is the hot-key scenario: every worker (8 per P) holds one key,
 // incrementing a plain counter under it. The counter must end at the
 // number of grants: a lost update is reported as "lost-updates". With
 // wait, every hold is bounded by deadlineWait; a wait that ran out is
 // reported as "timeouts".
-func hotKey(b *testing.B, env *Env, p Peer, wait bool) {
-	l := p.New()
-	defer l.Close()
+func hotKey(env *Env, l Locker, wait bool) Load {
 	key := env.Keys[0]
 	count := 0 // guarded by the key
 	var timeouts atomic.Int64
-	b.SetParallelism(8)
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		fn := func() { count++ }
-		for pb.Next() {
-			if !wait {
-				l.Hold(key, fn)
-			} else if !l.HoldWait(key, deadlineWait, fn) {
-				timeouts.Add(1)
-			}
+	fn := func() {
+		if count++; count%hotYield == 0 {
+			runtime.Gosched()
 		}
-	})
-	b.StopTimer()
-	if t := timeouts.Load(); t > 0 {
-		b.ReportMetric(float64(t), "timeouts")
 	}
-	if lost := int64(b.N) - timeouts.Load() - int64(count); lost != 0 {
-		b.ReportMetric(float64(lost), "lost-updates")
+	return Load{
+		Op: func(int) func() {
+			if !wait {
+				return func() { l.Hold(key, fn) }
+			}
+			return func() {
+				if !l.HoldWait(key, deadlineWait, fn) {
+					timeouts.Add(1)
+				}
+			}
+		},
+		Check: func(n int64) Sample {
+			s := Sample{}
+			if t := timeouts.Load(); t > 0 {
+				s["timeouts"] = float64(t)
+			}
+			if lost := n - timeouts.Load() - int64(count); lost != 0 {
+				s["lost-updates"] = float64(lost)
+			}
+			return s
+		},
 	}
 }

@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+	"unsafe"
 )
 
 var testPeers = []Peer{
@@ -12,6 +15,7 @@ var testPeers = []Peer{
 	{Name: "moby-locker", Class: Correct},
 	{Name: "keymutex", Class: SharesKeys},
 	{Name: "floor-mutex", Class: Floor},
+	{Name: contractName, Class: Contract},
 }
 
 func TestBestSkipsMarkedFloorsFailedAndLocks(t *testing.T) {
@@ -19,8 +23,9 @@ func TestBestSkipsMarkedFloorsFailedAndLocks(t *testing.T) {
 		"locks":       {"ns/op": 10},
 		"mutexmap":    {"ns/op": 300},
 		"moby-locker": {"ns/op": 200},
-		"keymutex":    {"ns/op": 50}, // faster, but shares keys
-		"floor-mutex": {"ns/op": 20}, // faster, but a floor
+		"keymutex":    {"ns/op": 50},  // faster, but shares keys
+		"floor-mutex": {"ns/op": 20},  // faster, but a floor
+		contractName:  {"ns/op": 100}, // faster, but a floor of the contract
 	}
 	name, fig, ok := Best(testPeers, rows, "ns/op")
 	if !ok || name != "moby-locker" || fig != 200 {
@@ -104,10 +109,50 @@ func TestEveryTargetNamesAScenarioColumnAndPeer(t *testing.T) {
 		}
 		peer := false
 		for _, p := range sc.Peers {
-			peer = peer || (p.Name == tg.Ref && p.Class == Correct)
+			peer = peer || (p.Name == tg.Ref && (p.Class == Correct || p.Class == Contract))
 		}
 		if !peer {
-			t.Errorf("target %q: %s is not a correct peer of scenario %s", tg.Text, tg.Ref, tg.Scenario)
+			t.Errorf("target %q: %s is not a correct peer or the floor of scenario %s", tg.Text, tg.Ref, tg.Scenario)
+		}
+	}
+}
+
+// TestTargetsAreWithinTheContract checks that no target asks for what no
+// correct implementation of the contract can do: a hold cheaper than the
+// floor of the contract, fewer allocations than its one record per hold,
+// or fewer bytes per held key than that record.
+func TestTargetsAreWithinTheContract(t *testing.T) {
+	for _, tg := range Targets {
+		switch {
+		case tg.Ref == contractName && tg.Max < 1:
+			t.Errorf("target %q: below the floor of the contract", tg.Text)
+		case tg.Metric == "allocs/op" && tg.Max < 1:
+			t.Errorf("target %q: a hold allocates its lease and context", tg.Text)
+		case tg.Metric == "B/held" && tg.Max < float64(unsafe.Sizeof(contractRecord{})):
+			t.Errorf("target %q: a held key keeps its lease and context", tg.Text)
+		}
+	}
+	// The targets of the issue, each where it belongs.
+	for _, want := range []Target{
+		{Scenario: "uncontended", Metric: "ns/op", Ref: contractName, Max: 1.10},
+		{Scenario: "uncontended", Metric: "B/op", Max: 112},
+		{Scenario: "hotkey", Metric: "ns/op", Ref: contractName, Max: 1.15},
+		{Scenario: "hotkey", Metric: "ns/op", Ref: "chanmap", Max: 1.5},
+		{Scenario: "hotkey-deadline", Metric: "ns/op", Ref: "chanmap", Max: 0.35},
+		{Scenario: "maxhold", Metric: "ns/op", Ref: contractName, Max: 1.10},
+		{Scenario: "maxhold", Metric: "ns/op", Ref: "mutexmap", Max: 1.0},
+		{Scenario: "deadlines", Metric: "arm+cancel-ns", Ref: "time.AfterFunc", Max: 0.3},
+		{Scenario: "deadlines", Metric: "late-max-ms", Max: 250},
+		{Scenario: "deadlines", Metric: "late-max-ms", Ref: "time.AfterFunc", Max: 0.25},
+		{Scenario: "memory", Metric: "B/held", Max: 200},
+		{Scenario: "memory", Metric: "B/after", Max: 2},
+		{Scenario: "fairness", Metric: "out-of-order-10us", Max: 0},
+		{Scenario: "fairness", Metric: "worst/mean", Ref: "chanmap", Max: 1},
+	} {
+		if !slices.ContainsFunc(Targets, func(tg Target) bool {
+			return tg.Scenario == want.Scenario && tg.Metric == want.Metric && tg.Ref == want.Ref && tg.Max == want.Max
+		}) {
+			t.Errorf("no target %+v", want)
 		}
 	}
 }
@@ -122,23 +167,34 @@ func TestMedian(t *testing.T) {
 func TestTableMarksAndRatios(t *testing.T) {
 	res := NewResults(Meta{CPUs: []int{1}})
 	sc := Scenario{Name: "uncontended", Title: "t", Columns: nsCols, Peers: testPeers}
-	for name, ns := range map[string]float64{"locks": 100, "mutexmap": 400, "moby-locker": 250, "keymutex": 50, "floor-mutex": 20} {
-		res.Add(sc.Name, name, 1, Sample{"ns/op": ns, "allocs/op": 0})
-		res.Add(sc.Name, name, 1, Sample{"ns/op": ns * 3, "allocs/op": 0}) // median of two: 2×
+	for name, ns := range map[string]float64{"locks": 100, "mutexmap": 400, "moby-locker": 250, "keymutex": 50, "floor-mutex": 20, contractName: 95} {
+		res.Add(sc.Name, name, 1, Sample{"ns/op": ns, "allocs/op": 1, "B/op": 112})
+		res.Add(sc.Name, name, 1, Sample{"ns/op": ns * 3, "allocs/op": 1, "B/op": 112}) // median of two: 2×
 	}
 	var out bytes.Buffer
 	verdicts := res.Table(&out, sc)
 	text := out.String()
 	for _, want := range []string{
 		"scenario=uncontended",
+		"×best  ×floor",
 		"<- best correct peer",
 		"marked: unrelated keys wait on each other",
 		"floor: one lock for every key",
+		"floor of the contract: the ×floor reference",
 		"cpu=1: locks is 0.40× moby-locker",
-		"≤ 0.6 × moby/locker ns/op",
+		"cpu=1: locks is 1.05× floor-contract",
+		"≤ 1.10 × floor-contract ns/op",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("table lacks %q:\n%s", want, text)
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, contractName) && strings.Contains(line, "best correct peer") {
+			t.Errorf("the floor of the contract was taken as the best correct peer: %s", line)
+		}
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "1" && f[1] == "locks" && f[len(f)-1] != "1.05" {
+			t.Errorf("locks' row should end with its ×floor, 1.05: %s", line)
 		}
 	}
 	if len(verdicts) != 3 {
@@ -151,12 +207,38 @@ func TestTableMarksAndRatios(t *testing.T) {
 	}
 }
 
+// TestTableWithoutFloor checks that a scenario without the floor of the
+// contract (hotkey-deadline: it bounds no wait) has no ×floor column.
+func TestTableWithoutFloor(t *testing.T) {
+	res := NewResults(Meta{CPUs: []int{2}})
+	sc := Scenario{Name: "hotkey-deadline", Title: "t", Columns: nsCols, Peers: testPeers[:2]}
+	res.Add(sc.Name, "locks", 2, Sample{"ns/op": 30})
+	res.Add(sc.Name, "mutexmap", 2, Sample{"ns/op": 100})
+	var out bytes.Buffer
+	res.Table(&out, sc)
+	if strings.Contains(out.String(), "×floor") || strings.Contains(out.String(), contractName) {
+		t.Errorf("a table without the floor mentions it:\n%s", out.String())
+	}
+}
+
+func TestCombineTrials(t *testing.T) {
+	sc := Scenario{Totals: []string{"out-of-order"}}
+	got := sc.combine([]Sample{
+		{"ns/grant": 300, "out-of-order": 0},
+		{"ns/grant": 900, "out-of-order": 2}, // a stalled trial
+		{"ns/grant": 310, "out-of-order": 1},
+	})
+	if got["ns/grant"] != 310 || got["out-of-order"] != 3 {
+		t.Errorf("combine = %v, want the median ns/grant 310 and 3 out of order in all", got)
+	}
+}
+
 func TestParseFlags(t *testing.T) {
 	c, err := parseFlags([]string{"-quick", "-cpu", "1, 4", "-cpuprofile", "cpu.pprof", "-memprofile", "/tmp/m.pprof"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.count != 1 || c.scale != 100_000 || len(c.cpus) != 2 || c.cpus[1] != 4 {
+	if c.count != 1 || c.scale != 100_000 || c.benchtime != 100*time.Millisecond || len(c.cpus) != 2 || c.cpus[1] != 4 {
 		t.Errorf("-quick config = %+v", c)
 	}
 	if c.cpuprof != "pprof/cpu.pprof" || c.memprof != "/tmp/m.pprof" {

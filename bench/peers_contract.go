@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// The contract's floor: a keyed lock that does only the work no
+// implementation of the SPEC can skip on a hold, and nothing else. It is
+// not a lock anyone would use (no validation, no wait bound, no
+// revocation, no stats), so it is never the best correct peer; it is the
+// reference of the ×floor ratio.
+//
+// What a hold of a free key costs it, and why each step is unavoidable:
+//   - the key's hash (xxhash, as the library; the lock name's hash is
+//     taken once per lock, as OpenLock can), to find its shard;
+//   - the shard's mutex, twice: once to insert the key's entry, once to
+//     unlink it, since an entry exists only while its key is held or
+//     waited for (SPEC §6: memory for a key is reclaimed);
+//   - a map insert and delete, the entry itself from a free list;
+//   - one heap record of 128 bytes with pointers, never reused: the
+//     context and lease a function may keep after it returns;
+//   - one clock reading (Lease.Granted) and a fence from the shard's
+//     counter.
+//
+// A waiter stands in line on a one-slot channel that the entry makes the
+// first time someone waits for its key (and keeps, through the free list):
+// blocked receivers of a channel are served in the order they came, and
+// the holder letting go sends the next fence down it, so the key passes
+// straight to the head of the line. A free key never touches it.
+
+// contractShards is the number of shards of the floor, the library's
+// default.
+const contractShards = 256
+
+// contractPad is the unit a shard is padded to: two 64-byte lines, since
+// x86 prefetches lines in adjacent pairs.
+const contractPad = 128
+
+// contractKeepFree is how many freed entries a shard keeps for reuse.
+const contractKeepFree = 16
+
+// contractRecord stands for what a grant hands the function and the
+// function may keep: its lease and context. 128 bytes, with pointers.
+type contractRecord struct {
+	lock, key string
+	fence     uint64
+	granted   time.Time
+	deadline  time.Time
+	parent    context.Context
+	done      chan struct{}
+	entry     *contractEntry
+	timer     *time.Timer
+}
+
+// contractEntry is a key held or waited for.
+type contractEntry struct {
+	hash    uint64
+	key     string
+	next    *contractEntry // same hash, or the next free entry
+	waiters int            // receivers that are or will be blocked on line
+	line    chan uint64    // made at the first waiter; carries the fence of a handoff
+	rec     *contractRecord
+}
+
+type contractShardState struct {
+	mu    sync.Mutex
+	m     map[uint64]*contractEntry
+	free  *contractEntry
+	nfree int
+	fence uint64
+}
+
+// contractShard is padded to whole 128-byte blocks, computed from its
+// fields' size so that a change of fields keeps it padded.
+type contractShard struct {
+	contractShardState
+	_ [(contractPad - unsafe.Sizeof(contractShardState{})%contractPad) % contractPad]byte
+}
+
+// contractFloor is the floor-contract peer; with afterFunc, the
+// floor-contract+AfterFunc peer, whose HoldMax arms and stops one
+// time.AfterFunc per hold.
+type contractFloor struct {
+	shards    [contractShards]contractShard
+	name      string
+	nameHash  uint64
+	afterFunc bool
+}
+
+func newContractFloor(afterFunc bool) Locker {
+	f := &contractFloor{name: "invoices", afterFunc: afterFunc}
+	f.nameHash = xxhash.Sum64String(f.name) * 0x9E3779B97F4A7C15
+	for i := range f.shards {
+		f.shards[i].m = make(map[uint64]*contractEntry)
+	}
+	return f
+}
+
+func (f *contractFloor) Hold(key string, fn func()) { f.hold(key, 0, fn) }
+
+func (f *contractFloor) HoldWait(string, time.Duration, func()) bool {
+	panic("bench: floor-contract cannot bound a wait")
+}
+
+// HoldMax of floor-contract only records the deadline: it is the hold a
+// maxHold must stay within 10 % of. floor-contract+AfterFunc also arms a
+// runtime timer, as the peers do.
+func (f *contractFloor) HoldMax(key string, maxHold time.Duration, fn func()) {
+	f.hold(key, maxHold, fn)
+}
+
+func (f *contractFloor) Close() {}
+
+func (f *contractFloor) hold(key string, maxHold time.Duration, fn func()) {
+	h := xxhash.Sum64String(key) ^ f.nameHash
+	sh := &f.shards[h%contractShards]
+	rec := &contractRecord{lock: f.name, key: key, parent: context.Background()} // made before the line: off the key's serial path
+
+	sh.mu.Lock()
+	e := sh.lookup(h, key)
+	var fence uint64
+	if e == nil {
+		e = sh.insert(h, key)
+		sh.fence++
+		fence = sh.fence
+		sh.mu.Unlock()
+	} else {
+		if e.line == nil {
+			e.line = make(chan uint64, 1)
+		}
+		e.waiters++
+		sh.mu.Unlock()
+		fence = <-e.line
+	}
+
+	rec.fence, rec.entry, rec.granted = fence, e, time.Now()
+	if maxHold > 0 {
+		rec.deadline = rec.granted.Add(maxHold)
+		if f.afterFunc {
+			rec.timer = time.AfterFunc(maxHold, expired)
+		}
+	}
+	e.rec = rec // the entry keeps the record: it lives on the heap, as a lease does
+	fn()
+	if rec.timer != nil {
+		rec.timer.Stop()
+	}
+	e.rec = nil
+
+	sh.mu.Lock()
+	if e.waiters > 0 {
+		e.waiters--
+		sh.fence++
+		fence = sh.fence
+		sh.mu.Unlock()
+		e.line <- fence // never blocks: one fence is in flight at a time
+		return
+	}
+	sh.remove(e)
+	sh.mu.Unlock()
+}
+
+func (s *contractShard) lookup(h uint64, key string) *contractEntry {
+	for e := s.m[h]; e != nil; e = e.next {
+		if e.key == key {
+			return e
+		}
+	}
+	return nil
+}
+
+func (s *contractShard) insert(h uint64, key string) *contractEntry {
+	e := s.free
+	if e != nil {
+		s.free, e.next = e.next, nil
+		s.nfree--
+	} else {
+		e = new(contractEntry)
+	}
+	e.hash, e.key = h, key
+	e.next = s.m[h]
+	s.m[h] = e
+	return e
+}
+
+func (s *contractShard) remove(e *contractEntry) {
+	if head := s.m[e.hash]; head == e {
+		if e.next == nil {
+			delete(s.m, e.hash)
+		} else {
+			s.m[e.hash] = e.next
+		}
+	} else {
+		for p := head; p != nil; p = p.next {
+			if p.next == e {
+				p.next = e.next
+				break
+			}
+		}
+	}
+	e.key, e.next = "", nil
+	if s.nfree < contractKeepFree {
+		e.next, s.free = s.free, e
+		s.nfree++
+	}
+}
