@@ -40,9 +40,13 @@ type ctxState struct {
 	stop   func() bool // stops following the parent
 
 	err   error // nil while running; then what Err answers
-	cause error // what context.Cause answers once settled; nil: the parent's
+	cause error // what context.Cause answers once settled; nil: the parent's, or the loss's
 	loss  loss  // why the lease was lost; notLost if it was not
 	ended bool  // the hold is over
+	// byLoss: the loss settled c, and the cause is its *Error, made when
+	// first asked for, so that revoking a lease nobody looks at allocates
+	// nothing.
+	byLoss bool
 }
 
 // Shared states of a hold that ended without building anything, so that
@@ -52,6 +56,17 @@ var (
 	endedParentCanceled  = &ctxState{err: context.Canceled, ended: true}
 	endedParentDeadlined = &ctxState{err: context.DeadlineExceeded, ended: true}
 )
+
+// Shared states of a hold lost before anything was built, and ended
+// after, by reason.
+var lostStates, endedLostStates = func() (lost, ended [lostClosed + 1]ctxState) {
+	for r := range lost {
+		lost[r] = ctxState{err: context.Canceled, loss: loss(r), byLoss: true}
+		ended[r] = lost[r]
+		ended[r].ended = true
+	}
+	return lost, ended
+}()
 
 // newHoldContext returns the context of a hold of key text in lock name,
 // under parent.
@@ -144,30 +159,34 @@ func (c *holdContext) parentEnded() {
 	}
 }
 
-// loseLocked records that the lease was lost for r, with cause (the lost
-// *Error), and settles c with it unless it ended first. It runs none of
-// the parent's code and does not cancel the real context: cancelLost does,
-// once the store's lock is let go. The store calls it under the shard's
-// mutex, so a holder that lets go under that mutex later sees the loss.
-func (c *holdContext) loseLocked(r loss, cause error) {
+// loseLocked records that the lease was lost for r, and settles c with it
+// unless it ended first. It runs none of the parent's code, does not
+// cancel the real context (cancelLost does, once the store's lock is let
+// go), and allocates nothing unless fn built a real context. The store
+// calls it under the shard's mutex, so a holder that lets go under that
+// mutex later sees the loss.
+func (c *holdContext) loseLocked(r loss) {
 	c.settle(func(old *ctxState) *ctxState {
-		if old != nil && (old.loss != notLost || old.ended) {
+		switch {
+		case old == nil:
+			return &lostStates[r]
+		case old.loss != notLost || old.ended:
 			return nil
 		}
 		n := with(old)
 		n.loss = r
 		if n.err == nil {
-			n.err, n.cause = context.Canceled, cause
+			n.err, n.byLoss = context.Canceled, true
 		}
 		return n
 	})
 }
 
-// cancelLost cancels the real context, if one was built, with the cause
-// of the loss. It runs no code of the parent's.
+// cancelLost cancels the real context, if one was built, with the lost
+// *Error. It runs no code of the parent's.
 func (c *holdContext) cancelLost() {
-	if st := c.st.Load(); st != nil && st.cancel != nil && st.cause != nil {
-		st.cancel(st.cause)
+	if st := c.st.Load(); st != nil && st.cancel != nil && st.byLoss {
+		st.cancel(st.causeOf(c))
 	}
 }
 
@@ -188,6 +207,8 @@ func (c *holdContext) end() {
 		switch {
 		case old != nil && old.ended:
 			return nil
+		case old != nil && old.byLoss && old == &lostStates[old.loss]:
+			return &endedLostStates[old.loss]
 		case old == nil:
 			switch c.parent.Err() {
 			case nil:
@@ -233,7 +254,7 @@ func (c *holdContext) built() context.Context {
 		n.real, n.cancel = context.WithCancelCause(context.WithoutCancel(c.parent))
 		n.stop = func() bool { return false }
 		if n.err != nil {
-			n.cancel(n.causeOr(c.parent)) // born ended, as it settled
+			n.cancel(n.causeOf(c)) // born ended, as it settled
 		} else {
 			n.stop = context.AfterFunc(c.parent, c.parentEnded)
 		}
@@ -245,13 +266,16 @@ func (c *holdContext) built() context.Context {
 	}
 }
 
-// causeOr returns st's cause, or the parent's when st's outcome came from
-// it.
-func (st *ctxState) causeOr(parent context.Context) error {
-	if st.cause != nil {
+// causeOf returns the cause of c's outcome st: its own, the lost *Error,
+// or the parent's when the outcome came from it.
+func (st *ctxState) causeOf(c *holdContext) error {
+	switch {
+	case st.cause != nil:
 		return st.cause
+	case st.byLoss:
+		return lostError(c.lease.Lock, c.lease.Key, st.loss)
 	}
-	return context.Cause(parent)
+	return context.Cause(c.parent)
 }
 
 // markKey is the one context key under which both marks of this package

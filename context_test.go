@@ -46,13 +46,14 @@ func TestLoseCancelsWithCause(t *testing.T) {
 			_ = c.Done()
 		}
 		assert.NoError(t, c.Err())
-		cause := lostError("l", "k", lostMaxHold)
-		c.loseLocked(lostMaxHold, cause)
-		c.loseLocked(lostClosed, lostError("l", "k", lostClosed)) // a lease is lost once
+		c.loseLocked(lostMaxHold)
+		c.loseLocked(lostClosed) // a lease is lost once
 		c.cancelLost()
 		<-c.Done()
 		assert.ErrorIs(t, c.Err(), context.Canceled)
-		assert.Same(t, cause, context.Cause(c), "built first: %v", builtFirst)
+		cause := context.Cause(c)
+		assert.EqualError(t, cause, `lock l: key "k": the lease was lost: it was revoked at its maxHold`, "built first: %v", builtFirst)
+		assert.Same(t, cause, context.Cause(c), "one cause")
 		assert.Equal(t, lostMaxHold, c.lost())
 		c.end()
 		assert.Same(t, cause, context.Cause(c), "end keeps the cause of a lost lease")
@@ -66,7 +67,7 @@ func TestEndCancelsAndCannotBeLost(t *testing.T) {
 	c.end()
 	assert.ErrorIs(t, c.Err(), context.Canceled, "Err without building")
 	<-c.Done() // built after end: born done
-	c.loseLocked(lostMaxHold, lostError("l", "k", lostMaxHold))
+	c.loseLocked(lostMaxHold)
 	assert.Equal(t, notLost, c.lost())
 	assert.Equal(t, context.Canceled, context.Cause(c))
 }
@@ -75,11 +76,11 @@ func TestChildContextsFollowLoss(t *testing.T) {
 	c := newHoldContext(context.Background(), "l", "k")
 	child, cancel := context.WithCancel(c)
 	defer cancel()
-	cause := lostError("l", "k", lostMaxHold)
-	c.loseLocked(lostMaxHold, cause)
+	c.loseLocked(lostMaxHold)
 	c.cancelLost()
 	<-child.Done()
-	assert.Same(t, cause, context.Cause(child))
+	assert.Same(t, context.Cause(c), context.Cause(child))
+	assert.ErrorIs(t, context.Cause(child), ErrLost)
 	c.end()
 }
 
@@ -151,7 +152,7 @@ func TestErrIsSettledOnce(t *testing.T) {
 	defer cancel()
 	c = newHoldContext(parent, "l", "k")
 	before := c.Err()
-	c.loseLocked(lostMaxHold, lostError("l", "k", lostMaxHold))
+	c.loseLocked(lostMaxHold)
 	c.cancelLost()
 	c.end()
 	assert.Equal(t, context.DeadlineExceeded, before)
@@ -164,12 +165,12 @@ func TestErrIsSettledOnce(t *testing.T) {
 
 func TestLoseThenEnd(t *testing.T) {
 	c := newHoldContext(context.Background(), "l", "k")
-	cause := lostError("l", "k", lostMaxHold)
-	c.loseLocked(lostMaxHold, cause)
+	c.loseLocked(lostMaxHold)
 	assert.Equal(t, nested, enclosing(c, "l", "k"), "a lost hold still runs its function")
 	c.end()
 	assert.Equal(t, noConflict, enclosing(c, "l", "k"), "an ended hold encloses nothing")
-	assert.Same(t, cause, context.Cause(c))
+	assert.ErrorIs(t, context.Cause(c), ErrLost)
+	assert.Equal(t, lostMaxHold, c.lost())
 }
 
 // TestContextHasOnlyContextMethods: nothing reachable from the function's
@@ -191,4 +192,24 @@ func TestSizes(t *testing.T) {
 	assert.Equal(t, uintptr(112), unsafe.Sizeof(holdContext{}), "fn's context and lease")
 	assert.Equal(t, uintptr(48), unsafe.Sizeof(ticket{}), "a pending deadline")
 	assert.Zero(t, unsafe.Sizeof(shardLocal{})%128, "shardLocal is padded")
+}
+
+// TestRevokingAllocatesNothing: revoking a lease whose function never
+// built its context allocates nothing; ending it after neither.
+func TestRevokingAllocatesNothing(t *testing.T) {
+	cs := make([]*holdContext, 200)
+	for i := range cs {
+		cs[i] = newHoldContext(context.Background(), "l", "k")
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		c := cs[i]
+		i++
+		c.loseLocked(lostMaxHold)
+		c.cancelLost()
+		c.end()
+	})
+	assert.Zero(t, allocs)
+	assert.Equal(t, lostMaxHold, cs[0].lost())
+	assert.ErrorIs(t, cs[0].Err(), context.Canceled)
 }

@@ -9,7 +9,7 @@ import "time"
 // learns it at its release, and its Hold fails Lost.
 func (s *Store) revokeLocked(sd *shardLocal, e *keyEntry, r loss) (chan<- state, *holdContext) {
 	c := e.Holder
-	c.loseLocked(r, lostError(c.lease.Lock, c.lease.Key, r))
+	c.loseLocked(r)
 	sd.sh.Counts.Revoked++
 	if t := e.Ticket; t != nil {
 		disarmLocked(t)
@@ -33,7 +33,7 @@ func (s *Store) closeShard(sd *shardLocal) {
 			wake = append(wake, w.ready)
 		}
 		if c := e.Holder; c != nil {
-			c.loseLocked(lostClosed, lostError(c.lease.Lock, c.lease.Key, lostClosed))
+			c.loseLocked(lostClosed)
 			sh.Counts.Revoked++
 			if t := e.Ticket; t != nil {
 				disarmLocked(t)

@@ -279,7 +279,8 @@ func (t *timers) run() {
 		}
 		var ring <-chan time.Time
 		if pending {
-			sleep.Reset(next - now)
+			// From a fresh reading: Advance may have taken a while.
+			sleep.Reset(next - time.Since(t.store.origin))
 			ring = sleep.C
 		}
 		select {
