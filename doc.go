@@ -21,13 +21,15 @@
 //
 // # How a hold goes
 //
-// A call of Hold allocates one holder record, which is also the lease and
-// the context its function gets. Under the mutex of its key's shard it
-// either finds the key free, and is granted at once (a fence from the
-// shard's counter, the grant time, a maxHold armed in the store's timer
-// wheel), or joins the back of the key's line with a pooled slot (its
-// place in the line, its timer, its wake-up channel) and its wait armed
-// in the wheel. It then parks on the slot's channel.
+// A call of Hold allocates one thing: the function's context, which is also
+// its Lease (112 bytes on amd64), never reused. Under the mutex of its
+// key's shard it either finds the key free, and is granted at once (a
+// fence from the shard's counter, the grant time, its maxHold armed), or
+// joins the back of the key's line with a waiter record taken from the
+// shard (its place in the line, its deadline's ticket, its wake-up channel)
+// and parks on that channel. The key's entry names its holder's context;
+// a holder that did not wait has no record of its own beyond it, and one
+// with a maxHold a 48-byte ticket.
 //
 // A waiter leaves the line in one of four ways, each decided under the
 // shard's mutex, with one send of the settled state on its channel made
@@ -38,21 +40,37 @@
 //	shut       the store closed
 //	left       its context ended (no send: the waiter took itself out)
 //
-// A grant and a context ending can race: the waiter that finds itself
-// granted after its context ended passes the key on at once, so the key is
-// never left held by nobody. On release the key goes straight to the head
-// of the line, never through a free state, so no newcomer (TryHold
-// included) can take it in between.
+// A grant and a context ending can race: a waiter whose context has ended
+// when it wakes granted passes the key on at once and fails with its
+// context's error, so the key is never left held by nobody and a function
+// never starts under an ended context. On release the key goes straight to
+// the head of the line, never through a free state, so no newcomer
+// (TryHold included) can take it in between.
 //
-// Lock order: a shard's mutex, then the timers' mutex, never the other
-// way. The timer goroutine takes what is due from the wheel under the
-// timers' mutex, lets it go, and then acts under each shard's mutex; every
-// action checks that the holder is still in the state the timer was armed
-// for, and drops a stale one. No user code runs under either mutex.
+// # Deadlines
+//
+// Deadlines of one shard with the same purpose (a wait, a maxHold) and the
+// same duration, to the tick, come due in the order they were armed, so
+// each such group is a FIFO list under the shard's mutex: arming is an
+// append and disarming an unlink, with no lock shared by all shards. The
+// wheel holds one timer per list, for its head, re-armed when it fires: a
+// head that left early costs one wake-up at its old instant, never an
+// early one. The timer goroutine takes the due lists from the wheel under
+// the wheel's mutex, lets it go, and fires each list under its shard's
+// mutex, acting on every deadline of it that is due; many due lists are
+// shared with helper goroutines.
+//
+// Lock order: a shard's mutex, then the wheel's, never the other way. No
+// code of the caller runs under either, nor on the timer goroutine: not fn,
+// and not the methods of the caller's context. Revoking a lease settles its
+// context under the shard's mutex (no allocation unless fn built a real
+// context) and cancels the real context, if any, afterwards; that real
+// context derives from context.WithoutCancel of the caller's, following it
+// with context.AfterFunc, so cancelling it calls nothing of the caller's.
 //
 // Costs: a hold of a free key is one hash, one map insert and delete, the
-// shard's mutex taken twice, one clock reading and one allocation (160
-// bytes on amd64). A wait adds a pooled slot, a timer armed and disarmed
-// in O(1), and a channel wake-up. Memory for a key exists only while it
-// has a holder or a waiter.
+// shard's mutex taken twice, one clock reading and one allocation. A wait
+// adds a reused waiter record, O(1) appends and unlinks under the same
+// mutex, and a channel wake-up. Memory for a key exists only while it has a
+// holder or a waiter; a store keeps nothing per lock name.
 package locks
