@@ -125,7 +125,7 @@ type hold struct {
 	c  *holdContext
 	sd *shardLocal
 	e  *keyEntry
-	t  *ticket  // its deadline's ticket: &w.ticket, a bare one for a maxHold, or nil
+	t  *ticket // its deadline's ticket: &w.ticket, a bare one for a maxHold, or nil
 	w  *waiter // nil unless the hold waited
 }
 

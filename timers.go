@@ -43,10 +43,10 @@ const maxInstant = time.Duration(math.MaxInt64)
 // duration, first due first. Its fields but timer are guarded by its
 // shard's mutex.
 type deadlineList struct {
-	sd   *shardLocal
-	p    purpose
-	d    time.Duration // in whole ticks, rounded up
-	head, tail *ticket // in arrival order
+	sd         *shardLocal
+	p          purpose
+	d          time.Duration // in whole ticks, rounded up
+	head, tail *ticket       // in arrival order
 	n          int
 	// armed: the wheel holds a timer for this list, or the timer goroutine
 	// has taken it from the wheel and will look at the list (and re-arm it)
