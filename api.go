@@ -2,6 +2,7 @@ package locks
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,17 +37,25 @@ func InTransaction(ctx context.Context) context.Context {
 // Store owns every lock, lease and waiter of a process's keyed locks; they
 // live in its memory. Make one with NewStore (the zero Store is not usable)
 // and Close it when done: from its first deadline (a wait, a maxHold) until
-// Close it owns one goroutine, parked while nothing is pending, which a
-// store never closed leaks. A store keeps nothing per lock name: a Lock
-// is a handle, and memory for a key lives only while it has a holder or a
-// waiter. Safe for concurrent use.
+// Close it owns one goroutine, parked while nothing is pending; a store
+// that becomes unreachable without Close (no Store, Lock or hold of it
+// left) is closed by the garbage collector, which ends that goroutine. A
+// store keeps nothing per lock name: a Lock is a handle, and memory for a
+// key lives only while it has a holder or a waiter. Safe for concurrent
+// use.
 type Store struct {
-	table  *keyTable
-	local  []shardLocal  // beside the table's shards, one each
-	origin time.Time     // the zero of the monotonic instants the timer wheel uses
-	tick   time.Duration // the timer wheel's
-	closed atomic.Bool
-	close  sync.Once
+	*store // nil in the zero Store
+}
+
+// store is a Store's state. The timer goroutine refers to it, not to the
+// Store, so that an unreachable Store can be cleaned up.
+type store struct {
+	table     *keyTable
+	local     []shardLocal  // beside the table's shards, one each
+	origin    time.Time     // the zero of the monotonic instants the timer wheel uses
+	tick      time.Duration // the timer wheel's
+	closed    atomic.Bool
+	closeOnce sync.Once
 
 	drainMu sync.Mutex
 	drained chan struct{} // closed and replaced when a closed store's shard has no function left running
@@ -61,7 +70,7 @@ type Store struct {
 // store's timer goroutine starts with its first deadline.
 func NewStore(opts ...StoreOption) *Store {
 	c := newStoreConfig(opts)
-	s := &Store{
+	s := &store{
 		table:   shard.NewTable[*holdContext, *ticket](c.shards, lease.Seed()),
 		origin:  time.Now(),
 		tick:    c.tick,
@@ -72,7 +81,9 @@ func NewStore(opts ...StoreOption) *Store {
 		s.local[i].sh = s.table.At(i)
 	}
 	s.timers.init(s, c.tick)
-	return s
+	S := &Store{s}
+	runtime.AddCleanup(S, func(s *store) { s.close() }, s)
+	return S
 }
 
 // Close closes the store: every waiter fails Closed; every lease is lost
@@ -84,17 +95,21 @@ func NewStore(opts ...StoreOption) *Store {
 // once the store is closed: one that meets a Close in progress waits for
 // it, and closing a closed store does nothing more. It always returns nil.
 func (s *Store) Close() error {
-	if s.table == nil {
+	if s.store == nil {
 		return nil // a zero Store has nothing to close; OpenLock refuses it
 	}
-	s.close.Do(func() {
+	s.close()
+	return nil
+}
+
+func (s *store) close() {
+	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		for i := range s.local {
 			s.closeShard(&s.local[i])
 		}
 		s.timers.stop()
 	})
-	return nil
 }
 
 // Shutdown closes the store as Close does, then waits until every function
@@ -103,7 +118,10 @@ func (s *Store) Close() error {
 // from inside a held function, it waits for that function too, so only
 // until ctx ends.
 func (s *Store) Shutdown(ctx context.Context) error {
-	s.Close()
+	if s.store == nil {
+		return nil
+	}
+	s.close()
 	for {
 		s.drainMu.Lock()
 		drained := s.drained
@@ -139,6 +157,9 @@ type Stats struct {
 func (s *Store) Stats() Stats {
 	var c shard.Counts
 	var st Stats
+	if s.store == nil {
+		return st
+	}
 	for i := range s.local {
 		sh := s.local[i].sh
 		sh.Lock()
@@ -161,7 +182,8 @@ type lockState struct {
 // Lock is a named keyspace of a store. Two handles of one name share their
 // keys, each with its own default options. Safe for concurrent use.
 type Lock struct {
-	store *Store
+	owner *Store // keeps the Store reachable while the lock is
+	store *store
 	state lockState
 	opts  settings
 }
@@ -171,7 +193,7 @@ type Lock struct {
 // lock's TTL, and the default MaxHold and Wait of its holds. It fails
 // Invalid for a bad name or option, and Closed once s is closed.
 func OpenLock(s *Store, name string, opts ...Option) (*Lock, error) {
-	if s == nil || s.table == nil {
+	if s == nil || s.store == nil {
 		return nil, newError(Invalid, name, "", "the store was not made by NewStore")
 	}
 	if why := checkName(name); why != "" {
@@ -184,7 +206,7 @@ func OpenLock(s *Store, name string, opts ...Option) (*Lock, error) {
 	if s.closed.Load() {
 		return nil, newError(Closed, name, "", "the store is closed")
 	}
-	return &Lock{store: s, state: lockState{name: name, hash: shard.LockHash(name)}, opts: st}, nil
+	return &Lock{owner: s, store: s.store, state: lockState{name: name, hash: shard.LockHash(name)}, opts: st}, nil
 }
 
 // Name returns the lock's name.

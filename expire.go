@@ -7,7 +7,7 @@ import "time"
 // nobody waited) and the revoked context, whose real context the caller
 // cancels (cancelLost) once the shard's lock is let go. The revoked hold
 // learns it at its release, and its Hold fails Lost.
-func (s *Store) revokeLocked(sd *shardLocal, e *keyEntry, r loss) (chan<- state, *holdContext) {
+func (s *store) revokeLocked(sd *shardLocal, e *keyEntry, r loss) (chan<- state, *holdContext) {
 	c := e.Holder
 	c.loseLocked(r)
 	sd.sh.Counts.Revoked++
@@ -20,7 +20,7 @@ func (s *Store) revokeLocked(sd *shardLocal, e *keyEntry, r loss) (chan<- state,
 
 // closeShard fails every waiter of sd's shard Closed, revokes every holder
 // with reason "its store closed", and frees every entry.
-func (s *Store) closeShard(sd *shardLocal) {
+func (s *store) closeShard(sd *shardLocal) {
 	var wake []chan<- state
 	var lose []*holdContext
 	sh := sd.sh
@@ -55,7 +55,7 @@ func (s *Store) closeShard(sd *shardLocal) {
 }
 
 // busy reports whether a function still runs under a key of s.
-func (s *Store) busy() bool {
+func (s *store) busy() bool {
 	for i := range s.local {
 		sh := s.local[i].sh
 		sh.Lock()
@@ -69,7 +69,7 @@ func (s *Store) busy() bool {
 }
 
 // signalDrained wakes every Shutdown waiting for functions to return.
-func (s *Store) signalDrained() {
+func (s *store) signalDrained() {
 	s.drainMu.Lock()
 	close(s.drained)
 	s.drained = make(chan struct{})
@@ -79,7 +79,7 @@ func (s *Store) signalDrained() {
 // now returns the time, and the same instant on s's timer clock (time
 // since s's origin). One reading of the monotonic clock serves both: the
 // wall time is the origin's advanced by it.
-func (s *Store) now() (time.Time, time.Duration) {
+func (s *store) now() (time.Time, time.Duration) {
 	at := time.Since(s.origin)
 	return s.origin.Add(at), at
 }

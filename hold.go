@@ -265,7 +265,7 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option)
 
 // joinLocked puts a waiter for c at the back of e's line, its wait counted
 // from the call's instant at (on the timer clock), and returns it.
-func (s *Store) joinLocked(sd *shardLocal, e *keyEntry, c *holdContext, st settings, at time.Duration) *waiter {
+func (s *store) joinLocked(sd *shardLocal, e *keyEntry, c *holdContext, st settings, at time.Duration) *waiter {
 	sd.sh.Counts.Waits++
 	w := sd.takeWaiterLocked(c, e)
 	w.state, w.maxHold = waiting, st.maxHold
@@ -276,7 +276,7 @@ func (s *Store) joinLocked(sd *shardLocal, e *keyEntry, c *holdContext, st setti
 
 // run calls fn holding the key, and lets the key go however fn ends: by
 // returning, panicking or calling runtime.Goexit.
-func (s *Store) run(h hold, fn HoldFunc) (err error) {
+func (s *store) run(h hold, fn HoldFunc) (err error) {
 	defer func() { err = s.release(h, err) }()
 	return fn(h.c, &h.c.lease)
 }
@@ -284,7 +284,7 @@ func (s *Store) run(h hold, fn HoldFunc) (err error) {
 // await parks a waiter until its state is settled: granted, timed out, or
 // shut by Close; or until ctx ends, when it leaves the line. The settled
 // state comes over the wake-up channel.
-func (s *Store) await(ctx context.Context, h hold) error {
+func (s *store) await(ctx context.Context, h hold) error {
 	var settled state
 	if done := ctx.Done(); done == nil { // a context that never ends
 		settled = <-h.w.ready
@@ -308,7 +308,7 @@ func (s *Store) await(ctx context.Context, h hold) error {
 // leave takes a waiter whose ctx ended out of the line. If it was settled
 // meanwhile, its wake-up is on its way: a grant is passed on to the next in
 // line, never lost; a timeout or a close is reported as such.
-func (s *Store) leave(ctx context.Context, h hold) error {
+func (s *store) leave(ctx context.Context, h hold) error {
 	sh, w := h.sd.sh, h.w
 	sh.Lock()
 	if w.state == waiting {
@@ -331,7 +331,7 @@ func (s *Store) leave(ctx context.Context, h hold) error {
 
 // settled returns what a waiter woken in the state st answers: nil when it
 // holds the key.
-func (s *Store) settled(h hold, st state) error {
+func (s *store) settled(h hold, st state) error {
 	w := h.w
 	if st == holding {
 		if h.c.lease.Granted.IsZero() {
@@ -359,7 +359,7 @@ func (s *Store) settled(h hold, st state) error {
 
 // heldForLocked returns how long e's holder has held it at instant now on
 // the timer clock.
-func (s *Store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
+func (s *store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
 	var since time.Duration
 	if t := e.Ticket; t != nil && t.w != nil && t.w.woke {
 		at := t.w.grantedAt.Load()
@@ -379,7 +379,7 @@ func (s *Store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
 // ticket for it if it has none. It returns the hold's ticket. A zero now
 // leaves Granted for the woken waiter to read (see settled); it is only
 // zero without a maxHold.
-func (s *Store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *ticket, maxHold time.Duration, now time.Time, at time.Duration) *ticket {
+func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *ticket, maxHold time.Duration, now time.Time, at time.Duration) *ticket {
 	sh := sd.sh
 	e.Holder = c
 	sh.Running++
@@ -402,7 +402,7 @@ func (s *Store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *tick
 // waits, it frees e and returns nil. e's holder and its ticket were let go
 // before. The key is never free while someone is in line, so no newcomer
 // can take it in between (strict FIFO, no barging).
-func (s *Store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
+func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 	el := e.Line.PopFront()
 	if el == nil {
 		e.Holder, e.Ticket = nil, nil
@@ -427,7 +427,7 @@ func (s *Store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 // revoked finds another holder, or none, in its entry (which may by now be
 // another key's: the context is never reused, so it cannot be mistaken),
 // and the reason in its context.
-func (s *Store) release(h hold, fnErr error) error {
+func (s *store) release(h hold, fnErr error) error {
 	sh := h.sd.sh
 	var wake chan<- state
 	lost := notLost
@@ -462,7 +462,7 @@ func (s *Store) release(h hold, fnErr error) error {
 // giveBack lets go a key that h was granted as its context ended, before
 // its function ran: the key goes on as at a release, and the hold counts
 // as a waiter that left, not as a grant.
-func (s *Store) giveBack(h hold) {
+func (s *store) giveBack(h hold) {
 	sh := h.sd.sh
 	sh.Lock()
 	sh.Counts.Grants--

@@ -142,7 +142,7 @@ func (sd *shardLocal) pendingLocked() int {
 // deadline, say) still has at most one list per tick of durations: in
 // such a list a deadline may stand behind one due up to a tick later, and
 // fire that much later, never early.
-func (s *Store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Duration) {
+func (s *store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Duration) {
 	l := sd.listLocked(p, (d+s.tick-1)/s.tick)
 	t.at, t.list = at, l
 	t.next, t.prev = nil, l.tail
@@ -191,7 +191,7 @@ func disarmLocked(t *ticket) {
 // takes the due lists from the wheel under mu, lets it go, and then fires
 // each under its shard's mutex.
 type timers struct {
-	store *Store
+	store *store
 
 	mu      sync.Mutex
 	wheel   *timerwheel.Wheel[*deadlineList]
@@ -203,7 +203,7 @@ type timers struct {
 	done    chan struct{} // closed when the goroutine ends
 }
 
-func (t *timers) init(s *Store, tick time.Duration) {
+func (t *timers) init(s *store, tick time.Duration) {
 	t.store = s
 	t.wheel = timerwheel.New[*deadlineList](tick, 0)
 	t.wakeAt = maxInstant
@@ -337,7 +337,7 @@ type wakeup struct {
 // fire acts on every deadline of l that is due at now, under its shard's
 // mutex, re-arms l's timer for what is then at its head, and then sends
 // the wake-ups and cancels the revoked leases' contexts.
-func (s *Store) fire(l *deadlineList, now time.Duration, f *firing) {
+func (s *store) fire(l *deadlineList, now time.Duration, f *firing) {
 	sd := l.sd
 	sh := sd.sh
 	sh.Lock()

@@ -1,0 +1,36 @@
+package locks_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/holdline/locks"
+)
+
+// TestUnreachableStoreEndsItsGoroutine: a store dropped without Close,
+// whose timer goroutine a deadline started, is closed once unreachable, and
+// its goroutine ends.
+func TestUnreachableStoreEndsItsGoroutine(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	func() {
+		st := locks.NewStore()
+		l, err := locks.OpenLock(st, "invoices")
+		require.NoError(t, err)
+		require.NoError(t, l.Hold(context.Background(), 9, nop, locks.MaxHold(time.Hour)))
+		require.Error(t, goleak.Find(before), "the timer goroutine runs")
+	}()
+	var err error
+	for range 200 { // a collection finds it unreachable, then its cleanup runs
+		runtime.GC()
+		if err = goleak.Find(before); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the timer goroutine of an unreachable store still runs: %v", err)
+}
