@@ -180,6 +180,7 @@ func run(c config) error {
 	verdicts := map[string][]Verdict{}
 	for _, sc := range scs {
 		ran := false
+		before := sampleCPU()
 		cpus := c.cpus
 		if sc.OneCPU {
 			cpus = cpus[len(cpus)-1:]
@@ -212,6 +213,7 @@ func run(c config) error {
 			}
 		}
 		if ran {
+			res.SetLoad(sc.Name, loadNote(before, sampleCPU()))
 			verdicts[sc.Name] = res.Table(os.Stdout, sc)
 		}
 	}

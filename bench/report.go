@@ -47,6 +47,7 @@ func cpuModel() string {
 type Results struct {
 	Meta    Meta
 	samples map[rowKey][]Sample
+	load    map[string]string // by scenario: how busy the machine was otherwise (loadNote)
 }
 
 type rowKey struct {
@@ -55,7 +56,12 @@ type rowKey struct {
 }
 
 // NewResults returns an empty set of results for a run described by m.
-func NewResults(m Meta) *Results { return &Results{Meta: m, samples: map[rowKey][]Sample{}} }
+func NewResults(m Meta) *Results {
+	return &Results{Meta: m, samples: map[rowKey][]Sample{}, load: map[string]string{}}
+}
+
+// SetLoad records what the machine did otherwise while a scenario ran.
+func (r *Results) SetLoad(scenario, note string) { r.load[scenario] = note }
 
 // Add records one sample.
 func (r *Results) Add(scenario, peer string, cpu int, s Sample) {
@@ -172,6 +178,9 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 	for _, l := range lines {
 		fmt.Fprintln(w, "  "+l)
 	}
+	if n := r.load[sc.Name]; n != "" {
+		fmt.Fprintln(w, "  "+n)
+	}
 	for _, v := range verdicts {
 		fmt.Fprintf(w, "  target cpu=%d %-60s %s\n", v.CPU, v.Text, v.Gap)
 	}
@@ -233,6 +242,7 @@ type jsonReport struct {
 type jsonScenario struct {
 	Name     string    `json:"name"`
 	Title    string    `json:"title"`
+	Machine  string    `json:"machine,omitempty"`
 	Rows     []jsonRow `json:"rows"`
 	Verdicts []Verdict `json:"targets"`
 }
@@ -249,7 +259,7 @@ type jsonRow struct {
 func (r *Results) WriteJSON(path string, scs []Scenario, verdicts map[string][]Verdict) error {
 	rep := jsonReport{Meta: r.Meta}
 	for _, sc := range scs {
-		js := jsonScenario{Name: sc.Name, Title: sc.Title, Verdicts: verdicts[sc.Name]}
+		js := jsonScenario{Name: sc.Name, Title: sc.Title, Machine: r.load[sc.Name], Verdicts: verdicts[sc.Name]}
 		for _, cpu := range r.Meta.CPUs {
 			for _, p := range sc.Peers {
 				if ss := r.samples[rowKey{sc.Name, p.Name, cpu}]; len(ss) > 0 {

@@ -274,3 +274,22 @@ func TestPart(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadNote(t *testing.T) {
+	a, ok := parseCPULine("cpu  1000 0 500 8000 100 0 0 0 0 0")
+	if !ok {
+		t.Fatal("parseCPULine refused a /proc/stat line")
+	}
+	b, _ := parseCPULine("cpu  1100 0 600 8100 100 0 0 100 0 0") // 4 s: 2 busy, 1 idle, 1 stolen
+	a.own, b.own = 0, time.Second                                // this process: 1 s of the 2 busy
+	others, stolen, ok := elsewhere(a, b)
+	if !ok || others != 0.25 || stolen != 0.25 {
+		t.Errorf("elsewhere = %v, %v, %v; want 0.25, 0.25, true", others, stolen, ok)
+	}
+	if n := loadNote(a, b); !strings.Contains(n, "25%") || !strings.Contains(n, "repeat the run") {
+		t.Errorf("loadNote = %q", n)
+	}
+	if _, ok := parseCPULine("intr 1 2 3"); ok {
+		t.Error("parseCPULine took a line that is not the cpu line")
+	}
+}
