@@ -57,6 +57,9 @@ type store struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 
+	sessionsMu sync.Mutex
+	sessions   map[*Session]struct{} // open ones, closed with the store
+
 	drainMu sync.Mutex
 	drained chan struct{} // closed and replaced when a closed store's shard has no function left running
 
@@ -71,10 +74,11 @@ type store struct {
 func NewStore(opts ...StoreOption) *Store {
 	c := newStoreConfig(opts)
 	s := &store{
-		table:   shard.NewTable[*holdContext, *ticket](c.shards, lease.Seed()),
-		origin:  time.Now(),
-		tick:    c.tick,
-		drained: make(chan struct{}),
+		table:    shard.NewTable[*holdContext, *ticket](c.shards, lease.Seed()),
+		origin:   time.Now(),
+		tick:     c.tick,
+		drained:  make(chan struct{}),
+		sessions: make(map[*Session]struct{}),
 	}
 	s.local = make([]shardLocal, s.table.Len())
 	for i := range s.local {
@@ -107,6 +111,15 @@ func (s *store) close() {
 		s.closed.Store(true)
 		for i := range s.local {
 			s.closeShard(&s.local[i])
+		}
+		s.sessionsMu.Lock()
+		sessions := s.sessions
+		s.sessions = nil
+		s.sessionsMu.Unlock()
+		for sess := range sessions {
+			sess.mu.Lock()
+			sess.closed = true // its leases were lost, its waiters shut
+			sess.mu.Unlock()
 		}
 		s.timers.stop()
 	})

@@ -111,13 +111,15 @@ type Error struct {
 // Go quotes strings; a bad lock name is quoted too.
 func (e *Error) Error() string {
 	b := make([]byte, 0, 64)
-	b = append(b, "lock "...)
-	if validName(e.Lock) {
-		b = append(b, e.Lock...)
-	} else {
-		b = strconv.AppendQuote(b, e.Lock)
+	if e.Lock != "" { // "" where no lock is involved: a session's own
+		b = append(b, "lock "...)
+		if validName(e.Lock) {
+			b = append(b, e.Lock...)
+		} else {
+			b = strconv.AppendQuote(b, e.Lock)
+		}
+		b = append(b, ": "...)
 	}
-	b = append(b, ": "...)
 	if e.Key != "" {
 		b = append(b, "key "...)
 		b = strconv.AppendQuote(b, e.Key)

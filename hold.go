@@ -20,11 +20,13 @@ type (
 type state uint8
 
 const (
-	waiting  state = iota // in the key's line
-	holding               // granted the key
-	timedOut              // left the line when its wait passed
-	left                  // left the line when its context ended
-	shut                  // left the line when the store closed
+	waiting   state = iota // in the key's line
+	holding                // granted the key
+	timedOut               // left the line when its wait passed
+	left                   // left the line when its context ended
+	shut                   // left the line when the store closed
+	expired                // a session's waiter that lapsed at its ttl
+	dismissed              // a session's waiter whose session closed
 )
 
 // ticket is one pending deadline of a hold: a waiter's wait, or a
@@ -64,6 +66,16 @@ type waiter struct {
 	// What a waiter whose wait passed learns of the holder, for its error.
 	heldFor     time.Duration
 	holderFence uint64
+
+	sd *shardLocal
+
+	// A session's hold is a member of its session's ttl group from the
+	// call to the release: guarded by the session's mutex (see session.go).
+	sess         *Session
+	grp          *ttlGroup // nil while not in the group
+	sNext, sPrev *waiter
+	start        time.Duration // when its ttl starts counting: the call, then the grant
+	lapseAt      time.Duration // once lapsed: when
 }
 
 // keepTickets is how many given-back tickets, and waiters, a shard keeps
@@ -92,7 +104,7 @@ func (sd *shardLocal) takeWaiterLocked(c *holdContext, e *keyEntry) *waiter {
 		sd.waiters[n-1] = nil
 		sd.waiters = sd.waiters[:n-1]
 	} else {
-		w = &waiter{ready: make(chan state, 1)}
+		w = &waiter{ready: make(chan state, 1), sd: sd}
 		w.w, w.line.Value = w, &w.ticket
 	}
 	w.c, w.entry = c, e
@@ -105,7 +117,10 @@ func (sd *shardLocal) putLocked(h hold) {
 	switch {
 	case h.w != nil:
 		w := h.w
-		w.c, w.entry, w.maxHold, w.woke = nil, nil, 0, false
+		if w.sess != nil {
+			w.sess.leaveLocked(w)
+		}
+		w.c, w.entry, w.maxHold, w.woke, w.sess = nil, nil, 0, false, nil
 		w.grantedAt.Store(0)
 		if len(sd.waiters) < keepTickets {
 			sd.waiters = append(sd.waiters, w)
@@ -142,7 +157,7 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) er
 	case nested:
 		return newError(Invalid, name, text, "held inside a hold of the same key")
 	}
-	h, err := l.acquire(ctx, text, st)
+	h, err := l.acquire(ctx, text, st, nil)
 	if err != nil {
 		return err
 	}
@@ -177,18 +192,24 @@ func (l *Lock) check(ctx context.Context, key any, opts []Option, fn HoldFunc) (
 
 // acquire grants key text to a new hold at once if it is free, or puts it
 // in the key's line and waits until it is granted (nil error), its wait
-// passes, its ctx ends, or the store closes.
+// passes, its ctx ends, or the store closes. A hold of a session (sess not
+// nil) always has a waiter record, its membership of the session's ttl
+// group, and its context derives from ctx's values only.
 //
 // The clock is read once: before the shard's lock for a hold without a
 // maxHold (a wait counts from the call, and a free key's Granted may
 // precede the grant by the lock's wait), and under it when a maxHold is
 // to count from the grant itself, never from before it.
-func (l *Lock) acquire(ctx context.Context, text string, st settings) (hold, error) {
+func (l *Lock) acquire(ctx context.Context, text string, st settings, sess *Session) (hold, error) {
 	s, name := l.store, l.state.name
 	hash := shard.Hash(l.state.hash, text)
 	sd := &s.local[s.table.Index(hash)]
 	sh := sd.sh
-	c := newHoldContext(ctx, name, text)
+	parent := ctx
+	if sess != nil {
+		parent = context.WithoutCancel(ctx) // the grant outlives the call
+	}
+	c := newHoldContext(parent, name, text)
 	var now time.Time
 	var at time.Duration
 	if st.maxHold == 0 {
@@ -206,6 +227,21 @@ func (l *Lock) acquire(ctx context.Context, text string, st settings) (hold, err
 			now, at = s.now()
 		}
 		e = sh.InsertLocked(hash, name, text)
+		if sess != nil {
+			w := sd.takeWaiterLocked(c, e)
+			w.state = holding
+			if !sess.joinLocked(w, st.ttl, at) {
+				sh.DeleteLocked(e)
+				sd.putLocked(hold{w: w})
+				sh.Unlock()
+				return hold{}, newError(Closed, name, text, "the session is closed")
+			}
+			t := s.grantLocked(sd, e, c, &w.ticket, st.maxHold, now, at)
+			e.Ticket = t
+			sh.Unlock()
+			return hold{c: c, sd: sd, e: e, t: t, w: w}, nil
+		}
+		sh.Running++
 		t := s.grantLocked(sd, e, c, nil, st.maxHold, now, at)
 		sh.Unlock()
 		return hold{c: c, sd: sd, e: e, t: t}, nil
@@ -223,6 +259,13 @@ func (l *Lock) acquire(ctx context.Context, text string, st settings) (hold, err
 		_, at = s.now()
 	}
 	w := s.joinLocked(sd, e, c, st, at)
+	if sess != nil && !sess.joinLocked(w, st.ttl, at) {
+		e.Line.Remove(&w.line)
+		disarmLocked(&w.ticket)
+		sd.putLocked(hold{w: w})
+		sh.Unlock()
+		return hold{}, newError(Closed, name, text, "the session is closed")
+	}
 	h := hold{c: c, sd: sd, e: e, t: &w.ticket, w: w}
 	sh.Unlock()
 	if err := s.await(ctx, h); err != nil {
@@ -258,6 +301,7 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option)
 	c := newHoldContext(ctx, name, text) // only for a free key
 	now, at := s.now()
 	e := sh.InsertLocked(hash, name, text)
+	sh.Running++
 	t := s.grantLocked(sd, e, c, nil, st.maxHold, now, at)
 	sh.Unlock()
 	return true, s.run(hold{c: c, sd: sd, e: e, t: t}, fn)
@@ -349,8 +393,13 @@ func (s *store) settled(h hold, st state) error {
 	sh.Lock()
 	h.sd.putLocked(h)
 	sh.Unlock()
-	if st == shut {
+	switch st {
+	case shut:
 		return newError(Closed, h.c.lease.Lock, h.c.lease.Key, "the store is closed")
+	case expired:
+		return newError(Closed, h.c.lease.Lock, h.c.lease.Key, "the session expired")
+	case dismissed:
+		return newError(Closed, h.c.lease.Lock, h.c.lease.Key, "the session is closed")
 	}
 	err := newError(InUse, h.c.lease.Lock, h.c.lease.Key, "held past the hold's wait")
 	err.HeldFor, err.HolderFence = heldFor, fence
@@ -382,7 +431,6 @@ func (s *store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
 func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *ticket, maxHold time.Duration, now time.Time, at time.Duration) *ticket {
 	sh := sd.sh
 	e.Holder = c
-	sh.Running++
 	sh.Counts.Grants++
 	c.lease.Fence = sh.Fences.Next()
 	c.lease.Granted = now
@@ -403,22 +451,36 @@ func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *tick
 // before. The key is never free while someone is in line, so no newcomer
 // can take it in between (strict FIFO, no barging).
 func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
-	el := e.Line.PopFront()
-	if el == nil {
-		e.Holder, e.Ticket = nil, nil
-		sd.sh.DeleteLocked(e)
-		return nil
-	}
-	w := el.Value.w
-	disarmLocked(&w.ticket) // its wait
+	var w *waiter
 	var now time.Time
 	var at time.Duration
-	if w.maxHold > 0 {
-		now, at = s.now()
+	for {
+		el := e.Line.PopFront()
+		if el == nil {
+			e.Holder, e.Ticket = nil, nil
+			sd.sh.DeleteLocked(e)
+			return nil
+		}
+		w = el.Value.w
+		disarmLocked(&w.ticket) // its wait
+		if w.maxHold > 0 || w.sess != nil {
+			now, at = s.now()
+		}
+		if w.sess == nil {
+			sd.sh.Running++
+			break
+		}
+		if w.sess.regrantLocked(w, at) { // its ttl counts from the grant now
+			break
+		}
+		// A session's waiter whose wait lapsed is never granted. Its
+		// channel is empty (one send per wait), so this send cannot block.
+		w.state = expired
+		w.ready <- expired
 	}
 	s.grantLocked(sd, e, w.c, &w.ticket, w.maxHold, now, at)
 	w.state = holding
-	e.Ticket, w.woke = &w.ticket, w.maxHold == 0
+	e.Ticket, w.woke = &w.ticket, now.IsZero()
 	return w.ready
 }
 
@@ -432,7 +494,9 @@ func (s *store) release(h hold, fnErr error) error {
 	var wake chan<- state
 	lost := notLost
 	sh.Lock()
-	sh.Running--
+	if h.w == nil || h.w.sess == nil {
+		sh.Running--
+	}
 	if h.e.Holder == h.c {
 		if h.t != nil {
 			disarmLocked(h.t) // its maxHold

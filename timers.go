@@ -17,6 +17,7 @@ type purpose uint8
 const (
 	forWait    purpose = iota + 1 // a waiter's time in line
 	forMaxHold                    // a holder's lease, from its grant
+	forTTL                        // a session's holds under locks of one ttl
 )
 
 const maxInstant = time.Duration(math.MaxInt64)
@@ -53,6 +54,7 @@ type deadlineList struct {
 	// under the shard's mutex. Cleared only there, when the list is empty.
 	armed bool
 	timer timerwheel.Timer[*deadlineList] // guarded by the store's timers mutex
+	grp   *ttlGroup                       // for forTTL: the session's group whose timer this is
 }
 
 // maxLists is how many deadline lists a shard looks through before it
@@ -338,6 +340,10 @@ type wakeup struct {
 // mutex, re-arms l's timer for what is then at its head, and then sends
 // the wake-ups and cancels the revoked leases' contexts.
 func (s *store) fire(l *deadlineList, now time.Duration, f *firing) {
+	if l.p == forTTL {
+		s.fireGroup(l.grp, now, f)
+		return
+	}
 	sd := l.sd
 	sh := sd.sh
 	sh.Lock()
@@ -366,6 +372,12 @@ func (s *store) fire(l *deadlineList, now time.Duration, f *firing) {
 		l.sd.dropLocked(l)
 	}
 	sh.Unlock()
+	f.flush()
+}
+
+// flush sends the wake-ups and cancels the revoked leases' contexts, once
+// the shard's mutex is let go.
+func (f *firing) flush() {
 	for _, w := range f.wake {
 		w.ready <- w.st
 	}

@@ -1,0 +1,407 @@
+package locks
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Session is one holder identity that is not a function call: code that
+// takes keys in one place and lets them go in another, or a client of this
+// store over a connection. Its grants and waits live while it renews them:
+// each lapses when the session has not called Renew within its lock's ttl
+// of the later of its start (the grant, or the Acquire call for a wait)
+// and the session's last renewal. An abandoned session is so reclaimed at
+// its ttl: nothing waits forever on a holder nobody renews.
+//
+// Make one with Store.NewSession. Safe for concurrent use.
+type Session struct {
+	store *store
+	owner *Store // keeps the Store reachable while the session is
+
+	mu      sync.Mutex
+	closed  bool
+	renewed time.Duration       // the last renewal, on the store's timer clock
+	groups  []*ttlGroup         // one per ttl in use
+	grants  map[*Grant]struct{} // granted and not released
+}
+
+// ttlGroup is a session's holds under locks of one ttl, in the order their
+// ttl started counting (a wait's from its call, a grant's from the grant),
+// so that the first one lapses first: one deadline per session and ttl,
+// not one per lease. Its fields are guarded by the session's mutex.
+type ttlGroup struct {
+	sess       *Session
+	ttl        time.Duration
+	head, tail *waiter
+	lapsed     []*waiter    // lapsed at a Renew that came too late, not yet acted on
+	timer      deadlineList // its timer in the store's wheel (p is forTTL)
+}
+
+// NewSession returns a new session of s, renewed now. On a closed store it
+// returns a closed session, whose Acquire fails Closed.
+func (s *Store) NewSession() *Session {
+	sess := &Session{store: s.store, owner: s, grants: make(map[*Grant]struct{})}
+	if s.store == nil || s.closed.Load() {
+		sess.closed = true
+		return sess
+	}
+	_, sess.renewed = s.now()
+	s.sessionsMu.Lock()
+	if s.closed.Load() {
+		sess.closed = true
+	} else {
+		s.sessions[sess] = struct{}{}
+	}
+	s.sessionsMu.Unlock()
+	return sess
+}
+
+// Renew renews every grant and wait of the session that has not lapsed:
+// each lapses next a ttl from now, or from its own start if that is later.
+// One that lapsed before the call stays lapsed, even if the store has not
+// acted on it yet. It fails Closed once the session is closed. Cost:
+// O(ttls in use), plus the ones that lapsed. Safe for concurrent use.
+func (sess *Session) Renew() error {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.closed {
+		return newError(Closed, "", "", "the session is closed")
+	}
+	s := sess.store
+	_, now := s.now()
+	for _, g := range sess.groups {
+		// Those that lapsed by now are a prefix of the group: they keep
+		// their lapse, and fire at once.
+		for w := g.head; w != nil && g.lapseLocked(w) <= now; w = g.head {
+			w.lapseAt = g.lapseLocked(w)
+			g.unlinkLocked(w)
+			g.lapsed = append(g.lapsed, w)
+			w.grp = g // still a member until acted on
+		}
+		if len(g.lapsed) > 0 {
+			s.timers.schedule(&g.timer, now)
+			g.timer.armed = true
+		}
+	}
+	sess.renewed = now
+	return nil
+}
+
+// Close releases every grant of the session and takes its waiters out of
+// their lines at once: their Acquire fails Closed ("the session is
+// closed"). Release of a grant afterwards returns nil, or the grant's lost
+// error if it was lost before. Idempotent; it always returns nil.
+func (sess *Session) Close() error {
+	sess.mu.Lock()
+	if sess.closed {
+		sess.mu.Unlock()
+		return nil
+	}
+	sess.closed = true
+	grants := sess.grants
+	sess.grants = nil
+	var members []member
+	for _, g := range sess.groups {
+		members = g.takeAllLocked(members)
+	}
+	sess.mu.Unlock()
+	if s := sess.store; s != nil {
+		s.sessionsMu.Lock()
+		delete(s.sessions, sess)
+		s.sessionsMu.Unlock()
+		s.dismiss(members, dismissed)
+	}
+	for g := range grants {
+		g.Release()
+	}
+	return nil
+}
+
+// member is a waiter record taken out of a ttl group to be acted on under
+// its shard's mutex, with what identifies its hold: the record may be
+// reused by then, its context never is.
+type member struct {
+	w *waiter
+	c *holdContext
+}
+
+// lapseLocked returns when w lapses: a ttl after the later of its start
+// and the session's last renewal.
+func (g *ttlGroup) lapseLocked(w *waiter) time.Duration {
+	return after(max(w.start, g.sess.renewed), g.ttl)
+}
+
+func (g *ttlGroup) unlinkLocked(w *waiter) {
+	if w.sPrev != nil {
+		w.sPrev.sNext = w.sNext
+	} else {
+		g.head = w.sNext
+	}
+	if w.sNext != nil {
+		w.sNext.sPrev = w.sPrev
+	} else {
+		g.tail = w.sPrev
+	}
+	w.sNext, w.sPrev, w.grp = nil, nil, nil
+}
+
+func (g *ttlGroup) pushLocked(w *waiter, start time.Duration) {
+	w.start, w.grp = start, g
+	w.sNext, w.sPrev = nil, g.tail
+	if g.tail != nil {
+		g.tail.sNext = w
+	} else {
+		g.head = w
+	}
+	g.tail = w
+}
+
+// takeAllLocked appends every member of g to ms and empties g.
+func (g *ttlGroup) takeAllLocked(ms []member) []member {
+	for w := g.head; w != nil; w = g.head {
+		g.unlinkLocked(w)
+		ms = append(ms, member{w, w.c})
+	}
+	for _, w := range g.lapsed {
+		w.grp, w.lapseAt = nil, 0
+		ms = append(ms, member{w, w.c})
+	}
+	clear(g.lapsed)
+	g.lapsed = g.lapsed[:0]
+	return ms
+}
+
+// joinLocked makes w, a hold of a lock of the given ttl starting at
+// instant start, a member of the session, and reports whether it could
+// (not once the session is closed). Called under w's shard's mutex.
+func (sess *Session) joinLocked(w *waiter, ttl, start time.Duration) bool {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.closed {
+		return false
+	}
+	w.sess = sess
+	g := sess.groupLocked(ttl)
+	g.pushLocked(w, start)
+	if !g.timer.armed {
+		g.timer.armed = true
+		sess.store.timers.schedule(&g.timer, g.lapseLocked(g.head))
+	}
+	return true
+}
+
+// regrantLocked restarts w's ttl at its grant, instant at, and reports
+// true; or, if its wait has lapsed (by at, or at a Renew that came too
+// late) or its session closed, takes it out of the group and reports
+// false: it must not be granted. Called under w's shard's mutex.
+func (sess *Session) regrantLocked(w *waiter, at time.Duration) bool {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	g := w.grp
+	if g == nil {
+		return false // closed: its session dismisses it
+	}
+	if w.lapseAt != 0 || g.lapseLocked(w) <= at {
+		sess.leaveGroupLocked(w)
+		return false
+	}
+	g.unlinkLocked(w)
+	g.pushLocked(w, at) // the latest start: the group stays in order
+	if !g.timer.armed {
+		g.timer.armed = true
+		sess.store.timers.schedule(&g.timer, g.lapseLocked(g.head))
+	}
+	return true
+}
+
+// leaveLocked takes w out of its session's ttl group, if it is in it.
+// Called under w's shard's mutex.
+func (sess *Session) leaveLocked(w *waiter) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	sess.leaveGroupLocked(w)
+}
+
+func (sess *Session) leaveGroupLocked(w *waiter) {
+	g := w.grp
+	if g == nil {
+		return
+	}
+	if w.lapseAt != 0 {
+		for i, l := range g.lapsed {
+			if l == w {
+				g.lapsed = append(g.lapsed[:i], g.lapsed[i+1:]...)
+				break
+			}
+		}
+		w.grp = nil
+	} else {
+		g.unlinkLocked(w)
+	}
+	w.lapseAt = 0
+}
+
+// groupLocked returns the session's group for ttl, making it if needed.
+func (sess *Session) groupLocked(ttl time.Duration) *ttlGroup {
+	for _, g := range sess.groups {
+		if g.ttl == ttl {
+			return g
+		}
+	}
+	g := &ttlGroup{sess: sess, ttl: ttl}
+	g.timer.p, g.timer.grp = forTTL, g
+	g.timer.timer.Value = &g.timer
+	sess.groups = append(sess.groups, g)
+	return g
+}
+
+// fireGroup acts on the members of g that lapsed by now: a waiter leaves
+// its line and its Acquire fails Closed ("the session expired"); a lease
+// is lost ("its ttl ran out") and its key goes to the next in line. It
+// re-arms g's timer for its next lapse.
+func (s *store) fireGroup(g *ttlGroup, now time.Duration, f *firing) {
+	sess := g.sess
+	var ms []member
+	sess.mu.Lock()
+	for _, w := range g.lapsed {
+		w.grp, w.lapseAt = nil, 0
+		ms = append(ms, member{w, w.c})
+	}
+	clear(g.lapsed)
+	g.lapsed = g.lapsed[:0]
+	for w := g.head; w != nil && g.lapseLocked(w) <= now; w = g.head {
+		g.unlinkLocked(w)
+		ms = append(ms, member{w, w.c})
+	}
+	if g.head != nil {
+		s.timers.schedule(&g.timer, g.lapseLocked(g.head))
+	} else {
+		g.timer.armed = false
+	}
+	sess.mu.Unlock()
+	s.lapse(ms, f)
+}
+
+// lapse acts on session members taken out of their group because their
+// ttl ran out, each under its shard's mutex.
+func (s *store) lapse(ms []member, f *firing) {
+	for _, m := range ms {
+		sd := m.w.sd
+		sd.sh.Lock()
+		if m.w.c == m.c { // not given back meanwhile
+			e := m.w.entry
+			switch {
+			case m.w.state == waiting:
+				e.Line.Remove(&m.w.line)
+				disarmLocked(&m.w.ticket)
+				m.w.state = expired
+				f.wake = append(f.wake, wakeup{m.w.ready, expired})
+			case e.Holder == m.c:
+				ready, c := s.revokeLocked(sd, e, lostTTL)
+				if ready != nil {
+					f.wake = append(f.wake, wakeup{ready, holding})
+				}
+				f.lose = append(f.lose, c)
+			}
+		}
+		sd.sh.Unlock()
+	}
+	f.flush()
+}
+
+// dismiss takes the waiting members of a closed session out of their
+// lines, each failing with st; held ones are left to their grants'
+// Release.
+func (s *store) dismiss(ms []member, st state) {
+	var f firing
+	for _, m := range ms {
+		sd := m.w.sd
+		sd.sh.Lock()
+		if m.w.c == m.c && m.w.state == waiting {
+			m.w.entry.Line.Remove(&m.w.line)
+			disarmLocked(&m.w.ticket)
+			m.w.state = st
+			f.wake = append(f.wake, wakeup{m.w.ready, st})
+		}
+		sd.sh.Unlock()
+	}
+	f.flush()
+}
+
+// Grant is a key held by a session: what Acquire returns. Its lease lives
+// until Release, the session's Close, its maxHold, or its ttl running out
+// unrenewed. Safe for concurrent use.
+type Grant struct {
+	sess *Session
+	h    hold
+	once sync.Once
+	err  error
+}
+
+// Lease returns the grant's lease. Its fields never change.
+func (g *Grant) Lease() *Lease { return &g.h.c.lease }
+
+// Context returns a context that carries the values of Acquire's context
+// (not its cancellation or deadline: the grant outlives the call) and ends
+// when the lease is lost, with the lost *Error as its cause, or with
+// context.Canceled when the grant is released.
+func (g *Grant) Context() context.Context { return g.h.c }
+
+// Release lets the key go to the next in line. It acts only on what the
+// grant holds: a grant that was lost, released, or closed with its
+// session never touches the key's current holder. It returns the lost
+// *Error if the lease was lost first, and nil otherwise; later calls
+// return the same. Safe for concurrent use.
+func (g *Grant) Release() error {
+	g.once.Do(func() {
+		g.sess.mu.Lock()
+		delete(g.sess.grants, g)
+		g.sess.mu.Unlock()
+		g.err = g.sess.store.release(g.h, nil)
+	})
+	return g.err
+}
+
+// Acquire waits in line for key, as Hold does (first come, first served
+// with every other holder; Wait, MaxHold, the line's limit, nesting seen
+// through ctx), and returns the key's Grant to sess instead of running a
+// function. The grant's ttl is the lock's. A waiting Acquire lapses with
+// its session too (see Session): it leaves the line and fails Closed,
+// exactly "lock NAME: key "KEY": the session expired: closed". It fails
+// Closed ("the session is closed") once sess is closed, and as Hold does
+// otherwise. Safe for concurrent use.
+func (l *Lock) Acquire(ctx context.Context, sess *Session, key any, opts ...Option) (*Grant, error) {
+	run := func(context.Context, *Lease) error { return nil } // checked as Hold's fn
+	text, st, err := l.check(ctx, key, opts, run)
+	if err != nil {
+		return nil, err
+	}
+	name := l.state.name
+	if sess == nil {
+		return nil, newError(Invalid, name, text, "the session is nil")
+	}
+	if sess.store != l.store {
+		return nil, newError(Invalid, name, text, "the session is another store's")
+	}
+	switch enclosing(ctx, name, text) {
+	case inTransaction:
+		return nil, newError(Invalid, name, text, "held inside a transaction")
+	case nested:
+		return nil, newError(Invalid, name, text, "held inside a hold of the same key")
+	}
+	h, err := l.acquire(ctx, text, st, sess)
+	if err != nil {
+		return nil, err
+	}
+	g := &Grant{sess: sess, h: h}
+	sess.mu.Lock()
+	if sess.closed { // closed as the grant came
+		sess.mu.Unlock()
+		l.store.release(h, nil)
+		return nil, newError(Closed, name, text, "the session is closed")
+	}
+	sess.grants[g] = struct{}{}
+	sess.mu.Unlock()
+	return g, nil
+}
