@@ -50,12 +50,12 @@ type Option struct {
 	d    time.Duration
 }
 
-// TTL sets how long a lease lives without being renewed. It is given to
-// OpenLock only (a Hold given it fails Invalid) and must be positive; the
-// default is DefaultTTL. Holders in this process renew their leases
-// implicitly while the process lives, so a ttl never runs out for them: it
-// is kept for the leases of clients over a connection, which a server of
-// this store (not yet part of this module) will give and expire.
+// TTL sets how long a session's lease or wait on this lock lives without
+// the session renewing it (see Session). It is given to OpenLock only (a
+// Hold or Acquire given it fails Invalid) and must be positive; the
+// default is DefaultTTL. Holders that are function calls of this process
+// (Hold) renew implicitly while the process lives: a ttl never runs out
+// for them.
 func TTL(d time.Duration) Option { return Option{optTTL, d} }
 
 // MaxHold bounds every lease from its grant, however it is renewed: at
