@@ -85,7 +85,7 @@ func (k Kind) sentinel() error {
 //	lock invoices: key "m": the lease was lost: it was revoked at its maxHold
 //
 // Use errors.Is with a sentinel (ErrInUse, ...) to branch on the kind, and
-// errors.As to read the lock and the key. An Error may wrap a cause: the
+// errors.As to read the lock and the key. An Error may wrap a Cause: the
 // context's error (and its context.Cause) for Canceled, the function's own
 // error for Lost; either is part of the message too.
 type Error struct {
@@ -101,9 +101,15 @@ type Error struct {
 	// wait.
 	HeldFor     time.Duration
 	HolderFence uint64
-
-	what  string // what happened, in words
-	cause error  // wrapped, and part of the message
+	// Reason says what happened, in words: "held past the hold's wait",
+	// "the lease was lost: its ttl ran out". The message is made of the
+	// fields above and the two below, so that a client of a store in
+	// another process rebuilds the same *Error, message and all.
+	Reason string
+	// Cause is the wrapped cause, part of the message too: the context's
+	// error (and its context.Cause) for Canceled, the function's own
+	// error for Lost; nil otherwise.
+	Cause error
 }
 
 // Error returns the message: lock NAME: key "KEY": what happened, ending
@@ -125,18 +131,18 @@ func (e *Error) Error() string {
 		b = strconv.AppendQuote(b, e.Key)
 		b = append(b, ": "...)
 	}
-	b = append(b, e.what...)
+	b = append(b, e.Reason...)
 	switch e.Kind {
 	case Lost:
 		// "the lease was lost: <reason>" already names the kind.
-		if e.cause != nil {
+		if e.Cause != nil {
 			b = append(b, "; the function returned: "...)
-			b = append(b, e.cause.Error()...)
+			b = append(b, e.Cause.Error()...)
 		}
 	case Canceled:
-		if e.cause != nil {
+		if e.Cause != nil {
 			b = append(b, ": "...)
-			b = append(b, e.cause.Error()...)
+			b = append(b, e.Cause.Error()...)
 		}
 	default:
 		b = append(b, ": "...)
@@ -146,7 +152,7 @@ func (e *Error) Error() string {
 }
 
 // Unwrap returns the wrapped cause, or nil.
-func (e *Error) Unwrap() error { return e.cause }
+func (e *Error) Unwrap() error { return e.Cause }
 
 // Is reports whether target is the sentinel of e's kind.
 func (e *Error) Is(target error) bool {
@@ -180,7 +186,7 @@ func (r loss) what() string {
 }
 
 func newError(k Kind, lock, key, what string) *Error {
-	return &Error{Kind: k, Lock: lock, Key: key, what: what}
+	return &Error{Kind: k, Lock: lock, Key: key, Reason: what}
 }
 
 // lostError is the error of a lease lost for reason; Hold wraps the
@@ -196,7 +202,7 @@ func canceledError(lock, key string, ctx context.Context) *Error {
 	if c := cause.(ctxEnded); c.cause == nil || c.cause == c.err {
 		cause = c.err
 	}
-	return &Error{Kind: Canceled, Lock: lock, Key: key, what: "the hold's context ended", cause: cause}
+	return &Error{Kind: Canceled, Lock: lock, Key: key, Reason: "the hold's context ended", Cause: cause}
 }
 
 // ctxEnded is a context's error with the distinct cause it was given

@@ -517,7 +517,7 @@ func (s *store) release(h hold, fnErr error) error {
 	}
 	if lost != notLost {
 		err := lostError(h.c.lease.Lock, h.c.lease.Key, lost)
-		err.cause = fnErr
+		err.Cause = fnErr
 		return err
 	}
 	return fnErr

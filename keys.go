@@ -2,6 +2,7 @@ package locks
 
 import (
 	"encoding"
+	"errors"
 	"reflect"
 	"strconv"
 )
@@ -114,4 +115,18 @@ func checkName(name string) string {
 		}
 	}
 	return ""
+}
+
+// KeyText returns the text form of key, its identity (see Lock.Hold for
+// what a key is), or an error saying in words what is wrong with it. It
+// is for a Locker of another package, such as a client of a store in
+// another process, that must name keys exactly as a *Lock does; the
+// error's text is the reason of the Invalid *Error a *Lock would return.
+// Text keys are returned without a copy. Safe for concurrent use.
+func KeyText(key any) (string, error) {
+	text, why := keyText(key)
+	if why != "" {
+		return "", errors.New(why)
+	}
+	return text, nil
 }

@@ -1,6 +1,7 @@
 package locks
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"time"
@@ -159,4 +160,28 @@ func newStoreConfig(opts []StoreOption) storeConfig {
 		}
 	}
 	return c
+}
+
+// Settings are what Options set: a lock's ttl, and the default maxHold
+// and wait of its holds. They are for a Locker of another package (a
+// client of a store in another process) that takes the same options.
+type Settings struct {
+	TTL     time.Duration
+	MaxHold time.Duration // 0: off
+	Wait    time.Duration
+}
+
+// DefaultSettings returns the settings of a lock opened without options.
+func DefaultSettings() Settings { return Settings{TTL: DefaultTTL, Wait: DefaultWait} }
+
+// Apply returns s with opts applied in order, or an error saying in words
+// what is wrong with the first bad one: the reason of the Invalid *Error
+// a *Lock would return. perHold says the options were given to a hold
+// (Hold, TryHold, Acquire), where a TTL is refused.
+func (s Settings) Apply(perHold bool, opts ...Option) (Settings, error) {
+	st := settings{ttl: s.TTL, maxHold: s.MaxHold, wait: s.Wait}
+	if why := st.apply(opts, perHold); why != "" {
+		return s, errors.New(why)
+	}
+	return Settings{TTL: st.ttl, MaxHold: st.maxHold, Wait: st.wait}, nil
 }

@@ -199,3 +199,23 @@ func TestStoreOptions(t *testing.T) {
 		require.Panics(t, func() { locks.NewStore(opts...).Close() })
 	}
 }
+
+// TestSettingsApply: the exported Settings apply options as a Lock does.
+func TestSettingsApply(t *testing.T) {
+	s, err := locks.DefaultSettings().Apply(false, locks.TTL(time.Second), locks.MaxHold(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, locks.Settings{TTL: time.Second, MaxHold: time.Minute, Wait: locks.DefaultWait}, s)
+	_, err = s.Apply(true, locks.TTL(time.Second))
+	require.EqualError(t, err, "a ttl is set when the lock is opened, not per hold")
+	_, err = s.Apply(true, locks.Wait(-1))
+	require.EqualError(t, err, "the wait is negative (-1ns)")
+}
+
+// TestKeyText: the exported KeyText names keys as a Lock does.
+func TestKeyText(t *testing.T) {
+	text, err := locks.KeyText(int64(9))
+	require.NoError(t, err)
+	require.Equal(t, "9", text)
+	_, err = locks.KeyText(9.5)
+	require.EqualError(t, err, "a key is a string, an integer, a []byte, a [N]byte or an encoding.TextMarshaler, not a float64")
+}
