@@ -169,21 +169,21 @@ type Stats struct {
 // it holds anyway. Cost: O(shards). Safe for concurrent use.
 func (s *Store) Stats() Stats {
 	var c shard.Counts
-	var st Stats
+	var out Stats
 	if s.store == nil {
-		return st
+		return out
 	}
 	for i := range s.local {
 		sh := s.local[i].sh
 		sh.Lock()
 		c.Add(sh.Counts)
-		st.Keys += sh.LenLocked()
-		st.Running += sh.Running
+		out.Keys += sh.LenLocked()
+		out.Running += sh.Running
 		sh.Unlock()
 	}
-	st.Grants, st.Waits, st.TimedOut = c.Grants, c.Waits, c.TimedOut
-	st.Canceled, st.Revoked, st.Limited = c.Canceled, c.Revoked, c.Limited
-	return st
+	out.Grants, out.Waits, out.TimedOut = c.Grants, c.Waits, c.TimedOut
+	out.Canceled, out.Revoked, out.Limited = c.Canceled, c.Revoked, c.Limited
+	return out
 }
 
 // lockState is what every handle of one lock name shares.
@@ -212,14 +212,14 @@ func OpenLock(s *Store, name string, opts ...Option) (*Lock, error) {
 	if why := checkName(name); why != "" {
 		return nil, newError(Invalid, name, "", why)
 	}
-	st := settings{ttl: DefaultTTL, wait: DefaultWait}
-	if why := st.apply(opts, false); why != "" {
+	set := settings{ttl: DefaultTTL, wait: DefaultWait}
+	if why := set.apply(opts, false); why != "" {
 		return nil, newError(Invalid, name, "", why)
 	}
 	if s.closed.Load() {
 		return nil, newError(Closed, name, "", "the store is closed")
 	}
-	return &Lock{owner: s, store: s.store, state: lockState{name: name, hash: shard.LockHash(name)}, opts: st}, nil
+	return &Lock{owner: s, store: s.store, state: lockState{name: name, hash: shard.LockHash(name)}, opts: set}, nil
 }
 
 // Name returns the lock's name.

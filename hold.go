@@ -146,7 +146,7 @@ type hold struct {
 
 // hold is Hold: check, grant or wait, run.
 func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) error {
-	text, st, err := l.check(ctx, key, opts, fn)
+	text, set, err := l.check(ctx, key, opts, fn)
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) er
 	case nested:
 		return newError(Invalid, name, text, "held inside a hold of the same key")
 	}
-	h, err := l.acquire(ctx, text, st, nil)
+	h, err := l.acquire(ctx, text, set, nil)
 	if err != nil {
 		return err
 	}
@@ -175,9 +175,9 @@ func (l *Lock) check(ctx context.Context, key any, opts []Option, fn HoldFunc) (
 	if fn == nil {
 		return "", settings{}, newError(Invalid, name, text, "the function to run is nil")
 	}
-	st := l.opts
+	set := l.opts
 	if len(opts) > 0 {
-		if why := st.apply(opts, true); why != "" {
+		if why := set.apply(opts, true); why != "" {
 			return "", settings{}, newError(Invalid, name, text, why)
 		}
 	}
@@ -187,7 +187,7 @@ func (l *Lock) check(ctx context.Context, key any, opts []Option, fn HoldFunc) (
 	if ctx.Err() != nil {
 		return "", settings{}, canceledError(name, text, ctx)
 	}
-	return text, st, nil
+	return text, set, nil
 }
 
 // acquire grants key text to a new hold at once if it is free, or puts it
@@ -200,7 +200,7 @@ func (l *Lock) check(ctx context.Context, key any, opts []Option, fn HoldFunc) (
 // maxHold (a wait counts from the call, and a free key's Granted may
 // precede the grant by the lock's wait), and under it when a maxHold is
 // to count from the grant itself, never from before it.
-func (l *Lock) acquire(ctx context.Context, text string, st settings, sess *Session) (hold, error) {
+func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Session) (hold, error) {
 	s, name := l.store, l.state.name
 	hash := shard.Hash(l.state.hash, text)
 	sd := &s.local[s.table.Index(hash)]
@@ -212,7 +212,7 @@ func (l *Lock) acquire(ctx context.Context, text string, st settings, sess *Sess
 	c := newHoldContext(parent, name, text)
 	var now time.Time
 	var at time.Duration
-	if st.maxHold == 0 {
+	if set.maxHold == 0 {
 		now, at = s.now()
 	}
 
@@ -223,31 +223,31 @@ func (l *Lock) acquire(ctx context.Context, text string, st settings, sess *Sess
 	}
 	e := sh.LookupLocked(hash, name, text)
 	if e == nil {
-		if st.maxHold > 0 {
+		if set.maxHold > 0 {
 			now, at = s.now()
 		}
 		e = sh.InsertLocked(hash, name, text)
 		if sess != nil {
 			w := sd.takeWaiterLocked(c, e)
 			w.state = holding
-			if !sess.joinLocked(w, st.ttl, at) {
+			if !sess.joinLocked(w, set.ttl, at) {
 				sh.DeleteLocked(e)
 				sd.putLocked(hold{w: w})
 				sh.Unlock()
 				return hold{}, newError(Closed, name, text, "the session is closed")
 			}
-			t := s.grantLocked(sd, e, c, &w.ticket, st.maxHold, now, at)
+			t := s.grantLocked(sd, e, c, &w.ticket, set.maxHold, now, at)
 			e.Ticket = t
 			sh.Unlock()
 			return hold{c: c, sd: sd, e: e, t: t, w: w}, nil
 		}
 		sh.Running++
-		t := s.grantLocked(sd, e, c, nil, st.maxHold, now, at)
+		t := s.grantLocked(sd, e, c, nil, set.maxHold, now, at)
 		sh.Unlock()
 		return hold{c: c, sd: sd, e: e, t: t}, nil
 	}
 	switch {
-	case st.wait == 0:
+	case set.wait == 0:
 		sh.Unlock()
 		return hold{}, newError(InUse, name, text, "held past the hold's wait")
 	case e.Line.Len() >= MaxWaiters:
@@ -255,11 +255,11 @@ func (l *Lock) acquire(ctx context.Context, text string, st settings, sess *Sess
 		sh.Unlock()
 		return hold{}, newError(Limit, name, text, "the line of waiters is full")
 	}
-	if st.maxHold > 0 {
+	if set.maxHold > 0 {
 		_, at = s.now()
 	}
-	w := s.joinLocked(sd, e, c, st, at)
-	if sess != nil && !sess.joinLocked(w, st.ttl, at) {
+	w := s.joinLocked(sd, e, c, set, at)
+	if sess != nil && !sess.joinLocked(w, set.ttl, at) {
 		e.Line.Remove(&w.line)
 		disarmLocked(&w.ticket)
 		sd.putLocked(hold{w: w})
@@ -276,7 +276,7 @@ func (l *Lock) acquire(ctx context.Context, text string, st settings, sess *Sess
 
 // tryHold is TryHold: it runs fn if the key is free, and never waits.
 func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option) (bool, error) {
-	text, st, err := l.check(ctx, key, opts, fn)
+	text, set, err := l.check(ctx, key, opts, fn)
 	if err != nil {
 		return false, err
 	}
@@ -302,19 +302,19 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option)
 	now, at := s.now()
 	e := sh.InsertLocked(hash, name, text)
 	sh.Running++
-	t := s.grantLocked(sd, e, c, nil, st.maxHold, now, at)
+	t := s.grantLocked(sd, e, c, nil, set.maxHold, now, at)
 	sh.Unlock()
 	return true, s.run(hold{c: c, sd: sd, e: e, t: t}, fn)
 }
 
 // joinLocked puts a waiter for c at the back of e's line, its wait counted
 // from the call's instant at (on the timer clock), and returns it.
-func (s *store) joinLocked(sd *shardLocal, e *keyEntry, c *holdContext, st settings, at time.Duration) *waiter {
+func (s *store) joinLocked(sd *shardLocal, e *keyEntry, c *holdContext, set settings, at time.Duration) *waiter {
 	sd.sh.Counts.Waits++
 	w := sd.takeWaiterLocked(c, e)
-	w.state, w.maxHold = waiting, st.maxHold
+	w.state, w.maxHold = waiting, set.maxHold
 	e.Line.PushBack(&w.line)
-	s.armLocked(sd, &w.ticket, forWait, st.wait, after(at, st.wait))
+	s.armLocked(sd, &w.ticket, forWait, set.wait, after(at, set.wait))
 	return w
 }
 
@@ -373,11 +373,11 @@ func (s *store) leave(ctx context.Context, h hold) error {
 	return s.settled(h, settled)
 }
 
-// settled returns what a waiter woken in the state st answers: nil when it
+// settled returns what a waiter woken in the state got answers: nil when it
 // holds the key.
-func (s *store) settled(h hold, st state) error {
+func (s *store) settled(h hold, got state) error {
 	w := h.w
-	if st == holding {
+	if got == holding {
 		if h.c.lease.Granted.IsZero() {
 			// Handed off without a maxHold: the grant left the clock to
 			// the woken waiter, to keep it out of the shard's lock. This
@@ -393,7 +393,7 @@ func (s *store) settled(h hold, st state) error {
 	sh.Lock()
 	h.sd.putLocked(h)
 	sh.Unlock()
-	switch st {
+	switch got {
 	case shut:
 		return newError(Closed, h.c.lease.Lock, h.c.lease.Key, "the store is closed")
 	case expired:

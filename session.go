@@ -311,9 +311,9 @@ func (s *store) lapse(ms []member, f *firing) {
 }
 
 // dismiss takes the waiting members of a closed session out of their
-// lines, each failing with st; held ones are left to their grants'
+// lines, each failing with why; held ones are left to their grants'
 // Release.
-func (s *store) dismiss(ms []member, st state) {
+func (s *store) dismiss(ms []member, why state) {
 	var f firing
 	for _, m := range ms {
 		sd := m.w.sd
@@ -321,8 +321,8 @@ func (s *store) dismiss(ms []member, st state) {
 		if m.w.c == m.c && m.w.state == waiting {
 			m.w.entry.Line.Remove(&m.w.line)
 			disarmLocked(&m.w.ticket)
-			m.w.state = st
-			f.wake = append(f.wake, wakeup{m.w.ready, st})
+			m.w.state = why
+			f.wake = append(f.wake, wakeup{m.w.ready, why})
 		}
 		sd.sh.Unlock()
 	}
@@ -373,7 +373,7 @@ func (g *Grant) Release() error {
 // otherwise. Safe for concurrent use.
 func (l *Lock) Acquire(ctx context.Context, sess *Session, key any, opts ...Option) (*Grant, error) {
 	run := func(context.Context, *Lease) error { return nil } // checked as Hold's fn
-	text, st, err := l.check(ctx, key, opts, run)
+	text, set, err := l.check(ctx, key, opts, run)
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +390,7 @@ func (l *Lock) Acquire(ctx context.Context, sess *Session, key any, opts ...Opti
 	case nested:
 		return nil, newError(Invalid, name, text, "held inside a hold of the same key")
 	}
-	h, err := l.acquire(ctx, text, st, sess)
+	h, err := l.acquire(ctx, text, set, sess)
 	if err != nil {
 		return nil, err
 	}

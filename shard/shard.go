@@ -49,12 +49,6 @@ type Entry[H comparable, T any] struct {
 	Line waitq.List[T]
 }
 
-// Lock returns the name of the lock the entry's key belongs to.
-func (e *Entry[H, T]) Lock() string { return e.lock }
-
-// Key returns the entry's key text.
-func (e *Entry[H, T]) Key() string { return e.key }
-
 // Idle reports whether the entry has neither a holder nor a waiter, the
 // moment it must be given back with DeleteLocked.
 func (e *Entry[H, T]) Idle() bool {
