@@ -5,6 +5,8 @@ import (
 	"errors"
 	"reflect"
 	"strconv"
+	"strings"
+	"unsafe"
 )
 
 // keyText returns the text form of key, the key's identity, or what is
@@ -30,34 +32,74 @@ func keyText(key any) (string, string) {
 		s = string(k)
 	case nil:
 		return "", "the key is nil"
-	case encoding.TextMarshaler:
-		return marshaledKeyText(k)
 	default:
 		return reflectKeyText(key)
 	}
 	return s, checkText(s)
 }
 
-// marshaledKeyText returns the text of a key whose type implements
-// encoding.TextMarshaler (a uuid.UUID, a netip.Addr), or what is wrong
-// with it.
-func marshaledKeyText(k encoding.TextMarshaler) (string, string) {
-	if v := reflect.ValueOf(k); v.Kind() == reflect.Pointer && v.IsNil() {
-		return "", "the key is a nil " + v.Type().String()
+// marshaledKeyText returns the text of a key whose type t implements
+// encoding.TextMarshaler (a uuid.UUID), or what is wrong with it.
+//
+// MarshalText is called on a copy of the key made here, never on the
+// caller's value: a method call through the caller's interface would make
+// every key escape to the heap, and so cost every hold of a string key an
+// allocation. The copy is made without keeping any pointer of the key's,
+// which limits such keys to types that hold no pointers (arrays, numbers,
+// strings and structs of them): a uuid.UUID, not a netip.Addr.
+func marshaledKeyText(key any, t reflect.Type) (string, string) {
+	cp := reflect.New(t)
+	switch {
+	case t.Kind() == reflect.String:
+		cp.Elem().SetString(strings.Clone(reflect.ValueOf(key).String()))
+	case pointerFree(t):
+		if n := t.Size(); n > 0 {
+			// A pointer-free value is held indirectly: the data word of
+			// key points at it.
+			data := (*[2]unsafe.Pointer)(unsafe.Pointer(&key))[1]
+			copy(unsafe.Slice((*byte)(cp.UnsafePointer()), n), unsafe.Slice((*byte)(data), n))
+		}
+	default:
+		return "", "a key whose type has MarshalText must hold no pointers, and a " + t.String() + " does: pass its text"
 	}
-	b, err := k.MarshalText()
+	b, err := cp.Interface().(encoding.TextMarshaler).MarshalText() // a *T has T's methods
 	if err != nil {
-		return "", "the key's MarshalText failed (" + reflect.TypeOf(k).String() + "): " + err.Error()
+		return "", "the key's MarshalText failed (" + t.String() + "): " + err.Error()
 	}
 	s := string(b)
 	return s, checkText(s)
 }
+
+// pointerFree reports whether values of t hold no pointers.
+func pointerFree(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return true
+	case reflect.Array:
+		return t.Len() == 0 || pointerFree(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !pointerFree(t.Field(i).Type) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+var textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
 
 // reflectKeyText handles the kinds keyText's switch does not name: smaller
 // integers, and named types whose underlying type is a string, an integer
 // or a []byte (type InvoiceID string).
 func reflectKeyText(key any) (string, string) {
 	v := reflect.ValueOf(key)
+	if t := v.Type(); t.Implements(textMarshaler) {
+		return marshaledKeyText(key, t)
+	}
 	switch v.Kind() {
 	case reflect.String:
 		s := v.String()
