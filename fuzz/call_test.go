@@ -15,7 +15,7 @@ import (
 // returned is read.
 
 // run is the goroutine of one call.
-func (d *driver) run(ctx context.Context, c *rcall) {
+func (d *driver) run(c *rcall) {
 	var (
 		acquired, returned bool
 		err                error
@@ -38,11 +38,14 @@ func (d *driver) run(ctx context.Context, c *rcall) {
 			c.out = d.classify(c, acquired, err)
 		}
 	}()
-	fn := func(fctx context.Context, l *locks.Lease) error { return d.fn(c, fctx, l) }
+	fn := func(fctx context.Context, l *locks.Lease) error {
+		c.ctx.start()
+		return d.fn(c, fctx, l)
+	}
 	if c.try {
-		acquired, err = c.lock.TryHold(ctx, c.keyVal, fn)
+		acquired, err = c.lock.TryHold(c.ctx, c.keyVal, fn)
 	} else {
-		err = c.lock.Hold(ctx, c.keyVal, fn, c.opts...)
+		err = c.lock.Hold(c.ctx, c.keyVal, fn, c.opts...)
 	}
 	returned = true
 }

@@ -105,6 +105,7 @@ type Call struct {
 	MaxHold time.Duration // effective; 0: off
 
 	Phase   Phase
+	Waited  bool // stood in its key's line
 	Called  time.Duration
 	WaitAt  time.Duration // when its wait fires while Waiting; Never otherwise
 	HoldAt  time.Duration // when its maxHold fires while Holding; Never otherwise

@@ -106,6 +106,7 @@ func (d *driver) check() {
 		}
 	}
 	p = append(p, d.invariantsLocked(phase, mcalls)...)
+	p = append(p, d.statsLocked(mcalls)...)
 	if len(p) > 0 {
 		d.failLocked(strings.Join(p, "\n"))
 	}
@@ -185,6 +186,27 @@ func (d *driver) invariantsLocked(phase []Phase, mcalls []*Call) []string {
 				p = append(p, fmt.Sprintf("fence order of %v: call %d after call %d, model: before", k, b.id, a.id))
 			}
 		}
+	}
+	return p
+}
+
+// statsLocked checks the store's Stats against what the calls saw (see
+// seen), and which calls stood in line against the model.
+func (d *driver) statsLocked(mcalls []*Call) []string {
+	var p []string
+	var want locks.Stats
+	for i, rc := range d.calls {
+		returned := rc.ended && rc.out.Res != Panicked && rc.out.Res != Goexited
+		s := seenOf(rc.ctx, returned, rc.err)
+		if why := s.count(&want); why != "" {
+			p = append(p, fmt.Sprintf("call %d: %s", i, why))
+		}
+		if mc := mcalls[i]; s.waited != mc.Waited && !(rc.raced && s.waited) {
+			p = append(p, fmt.Sprintf("call %d stood in line: %v, model: %v", i, s.waited, mc.Waited))
+		}
+	}
+	if diff := statsDiff(d.store.Stats(), want); diff != "" {
+		p = append(p, diff)
 	}
 	return p
 }

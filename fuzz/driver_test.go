@@ -79,8 +79,13 @@ type rcall struct {
 	obey   bool
 	fnErr  bool
 	opts   []locks.Option
+	ctx    *watchedCtx // the caller's context
 	cancel context.CancelFunc
 	cmds   chan cmd
+	// raced: made as its key's holder let go, so that it may have stood
+	// in line for an instant where the model, letting go first, has it
+	// granted at once.
+	raced bool
 
 	granted     bool
 	grantAt     time.Duration
@@ -287,11 +292,11 @@ func (d *driver) hold(op Op, race int) {
 	if op.Pre {
 		cancel()
 	}
-	c.cancel = cancel
+	c.ctx, c.cancel, c.raced = &watchedCtx{Context: ctx}, cancel, race >= 0
 	d.mu.Lock()
 	d.calls = append(d.calls, c)
 	d.mu.Unlock()
-	go d.run(ctx, c)
+	go d.run(c)
 	if race >= 0 {
 		d.send(race, cmdRelease)
 	}

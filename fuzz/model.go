@@ -94,7 +94,7 @@ func (m *Model) Hold(r Request) *Call {
 	case len(m.line[r.Key]) >= m.limit:
 		m.endLocked(c, Outcome{Res: Limit})
 	default:
-		c.Phase = Waiting
+		c.Phase, c.Waited = Waiting, true
 		c.WaitAt = m.fire(m.now, r.Wait)
 		m.line[r.Key] = append(m.line[r.Key], c)
 	}

@@ -31,7 +31,9 @@ import (
 //   - no lost grant: every call ends (a key left held by nobody would keep
 //     its line waiting until its wait);
 //   - after Close: no function starts with a live lease, every call fails
-//     closed (or canceled); nothing is left behind (goleak in TestMain).
+//     closed (or canceled); nothing is left behind (goleak in TestMain);
+//   - the store's Stats agree with what the callers saw (see seen):
+//     grants, waits, waits that timed out or were cancelled, refusals.
 //
 // -short skips it. It runs for about two seconds, also under -race.
 func TestStress(t *testing.T) {
@@ -71,6 +73,19 @@ type stress struct {
 	errs    chan string
 	counts  sync.Map // outcome -> *atomic.Int64
 	started time.Time
+
+	seenMu sync.Mutex
+	seen   locks.Stats // what the callers saw, in the store's terms
+}
+
+// saw adds a finished call to what the callers saw.
+func (s *stress) saw(c seen) {
+	s.seenMu.Lock()
+	why := c.count(&s.seen)
+	s.seenMu.Unlock()
+	if why != "" {
+		s.failf("%s", why)
+	}
 }
 
 func (s *stress) failf(format string, args ...any) {
@@ -137,6 +152,9 @@ func stressRound(t *testing.T, round int, span time.Duration) {
 	for e := range st.errs {
 		t.Errorf("round %d: %s", round, e)
 	}
+	if diff := statsDiff(st.store.Stats(), st.seen); diff != "" {
+		t.Errorf("round %d: %s", round, diff)
+	}
 	for k, kl := range st.keys {
 		for _, c := range kl.mustLoose {
 			if !c.revoked.Load() && !(c.unwound && c.deadline) {
@@ -185,23 +203,29 @@ func (st *stress) once(r *rand.Rand) {
 		time.AfterFunc(time.Duration(r.IntN(3000))*time.Microsecond, cancel)
 	}
 	defer cancel()
+	wctx := &watchedCtx{Context: ctx}
 	behave := r.IntN(20)
 	try := r.IntN(8) == 0
 	fn := func(fctx context.Context, lease *locks.Lease) error {
+		wctx.start()
 		return st.fn(kl, c, behave, fctx, lease)
 	}
 	if behave >= 18 { // panic or Goexit: in a goroutine of its own
 		done := make(chan struct{})
+		var err error
+		returned := false // fn did not run, or Hold would not return
 		go func() {
 			defer close(done)
 			defer func() { _ = recover() }()
 			if try {
-				_, _ = l.TryHold(ctx, k, fn)
+				_, err = l.TryHold(wctx, k, fn)
 			} else {
-				_ = l.Hold(ctx, k, fn, opts...)
+				err = l.Hold(wctx, k, fn, opts...)
 			}
+			returned = true
 		}()
 		<-done
+		st.saw(seenOf(wctx, returned, err))
 		return
 	}
 	start := time.Now()
@@ -209,11 +233,12 @@ func (st *stress) once(r *rand.Rand) {
 	var err error
 	acquired := true
 	if try {
-		acquired, err = l.TryHold(ctx, k, fn)
+		acquired, err = l.TryHold(wctx, k, fn)
 	} else {
-		err = l.Hold(ctx, k, fn, opts...)
+		err = l.Hold(wctx, k, fn, opts...)
 	}
 	elapsed := time.Since(start)
+	st.saw(seenOf(wctx, true, err))
 	var e *locks.Error
 	switch {
 	case err == nil:
