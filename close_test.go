@@ -23,7 +23,7 @@ func closedLostMsg(key string) string {
 // TestCloseFailsWaitersAndLosesLeases: Close fails every waiter Closed and
 // loses every lease: fn's context is cancelled with the Lost *Error,
 // reason "its store closed", and its Hold fails Lost once fn returns,
-// wrapping fn's error (SPEC §6). Nothing armed before fires afterwards.
+// wrapping fn's error. Nothing armed before fires afterwards.
 func TestCloseFailsWaitersAndLosesLeases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, l := newLock(t)
@@ -64,8 +64,8 @@ func TestCloseFailsWaitersAndLosesLeases(t *testing.T) {
 }
 
 // TestCallsAfterClose: every later OpenLock, Hold and TryHold fails Closed,
-// on new and old handles alike; Close again is fine and returns nil (SPEC
-// §6, api: idempotent).
+// on new and old handles alike; Close is idempotent: again, it returns
+// nil.
 func TestCallsAfterClose(t *testing.T) {
 	st, l := newLock(t)
 	require.NoError(t, l.Hold(context.Background(), 9, nop))
@@ -139,7 +139,7 @@ func TestCloseInsideFn(t *testing.T) {
 
 // TestShutdownWaitsForFunctions: Shutdown closes the store, then waits
 // until every function that was running has returned, those whose lease
-// was revoked included; then it returns nil (SPEC §1).
+// was revoked included; then it returns nil.
 func TestShutdownWaitsForFunctions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newStore(t)
@@ -215,7 +215,7 @@ func TestShutdownIdle(t *testing.T) {
 
 // TestNewStoreHoldsNoLease: a store that opens again holds no lease: the
 // keys a closed store's functions still run under are free in the new one,
-// with higher fences (SPEC §5, §6).
+// with higher fences (fences rise across stores in the same place).
 func TestNewStoreHoldsNoLease(t *testing.T) {
 	old, l := newLock(t)
 	h := holding(t, l, 9)
@@ -235,7 +235,7 @@ func TestNewStoreHoldsNoLease(t *testing.T) {
 }
 
 // TestCloseEndsTimerGoroutine: no goroutine outlives a closed store, also
-// with deadlines pending at Close (SPEC §6).
+// with deadlines pending at Close.
 func TestCloseEndsTimerGoroutine(t *testing.T) {
 	st, l := newLock(t)
 	h := holding(t, l, 9, locks.MaxHold(time.Hour))
@@ -247,9 +247,9 @@ func TestCloseEndsTimerGoroutine(t *testing.T) {
 	goleak.VerifyNone(t)
 }
 
-// TestKeyMemoryReclaimed: a key's entry exists only while it has a holder
-// or a waiter, whatever way those went: returned, panicked, timed out,
-// left, revoked, closed (SPEC §6).
+// TestKeyMemoryReclaimed: memory for a key is reclaimed when it has no
+// holder and no waiter, whatever way those went: returned, panicked, timed
+// out, left, revoked, closed.
 func TestKeyMemoryReclaimed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, l := newLock(t)
@@ -316,7 +316,8 @@ func TestKeyMemoryReclaimed(t *testing.T) {
 
 // TestNoTimerOutlivesItsUse: a deadline is armed only while it can matter;
 // once every hold is done the store's timer wheel is empty and expects
-// nothing, so no ticker runs (SPEC §5, §6).
+// nothing: no timer outlives its use, and no ticker runs while no deadline
+// is set.
 func TestNoTimerOutlivesItsUse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, l := newLock(t)

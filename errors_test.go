@@ -14,7 +14,7 @@ import (
 	"github.com/holdline/locks"
 )
 
-// TestKindString: each kind's name, as it ends an error's message (SPEC §1).
+// TestKindString: each kind's name, as it ends an error's message.
 func TestKindString(t *testing.T) {
 	for k, want := range map[locks.Kind]string{
 		locks.Invalid: "invalid",
@@ -28,7 +28,7 @@ func TestKindString(t *testing.T) {
 }
 
 // TestErrorIsMatchesOnlyItsKind: errors.Is matches an *Error with its own
-// kind's sentinel and no other, also through wrapping (SPEC §7).
+// kind's sentinel and no other, also through wrapping.
 func TestErrorIsMatchesOnlyItsKind(t *testing.T) {
 	sentinels := map[locks.Kind]error{
 		locks.Invalid: locks.ErrInvalid,
@@ -49,14 +49,15 @@ func TestErrorIsMatchesOnlyItsKind(t *testing.T) {
 	}
 }
 
-// messageForm is the form of every message (SPEC §7): the lock, the key,
-// what happened in words, and the kind (or, when lost, the reason).
+// messageForm is the form of every message: the lock, the key, what
+// happened in words, and the kind (or, when lost, the reason).
 var messageForm = regexp.MustCompile(`^lock invoices: key "9": [a-z][^:]*(: [^:]+)*: (invalid|in use|limit|closed)$`)
 
 // TestErrorKinds: every kind, made by a real call, matches its sentinel,
 // gives its kind, lock and key through errors.As, and reads
-// `lock NAME: key "KEY": what happened` (SPEC §7). The two messages the
-// SPEC gives are exact. (Limit has its own test: TestLimit.)
+// `lock NAME: key "KEY": what happened`. Two messages are fixed to the
+// letter, in use past a wait and lost at maxHold; the others only in form.
+// (Limit has its own test: TestLimit.)
 func TestErrorKinds(t *testing.T) {
 	// whileHeld makes the error of a Hold of key, with opts, while 9 is held.
 	whileHeld := func(key any, opts ...locks.Option) func(t *testing.T) error {
@@ -71,7 +72,7 @@ func TestErrorKinds(t *testing.T) {
 		name     string
 		kind     locks.Kind
 		sentinel error
-		exact    string // "" where the SPEC gives only the form
+		exact    string // "" where only the form is fixed
 		make     func(t *testing.T) error
 	}{
 		{
@@ -170,7 +171,7 @@ func TestErrorKinds(t *testing.T) {
 }
 
 // TestErrorWithoutKey: an error where no key is involved names the lock
-// and no key (SPEC §1: Key is "" there).
+// and no key: Key is "" there.
 func TestErrorWithoutKey(t *testing.T) {
 	st := newStore(t)
 	_, err := locks.OpenLock(st, name, locks.TTL(0))
@@ -185,7 +186,7 @@ func TestErrorWithoutKey(t *testing.T) {
 
 // TestCanceledErrorNamesLockAndKey: a hold whose context ended fails with
 // an error that errors.Is the context's error and names the lock and the
-// key (SPEC §3), and matches no sentinel of another outcome.
+// key, and matches no sentinel of another outcome.
 func TestCanceledErrorNamesLockAndKey(t *testing.T) {
 	_, l := newLock(t)
 	ctx, cancel := context.WithCancel(context.Background())

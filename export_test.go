@@ -1,9 +1,9 @@
 package locks
 
-// Internals the tests of SPEC §5 and §6 observe, and nothing more.
+// Internals the tests of leases and closing observe, and nothing more.
 
 // KeyEntries returns how many keys of s have an entry: a holder or a line
-// of waiters (SPEC §6: memory for a key is reclaimed when it has neither).
+// of waiters (memory for a key is reclaimed when it has neither).
 func KeyEntries(s *Store) int {
 	n := 0
 	for i := 0; i < s.table.Len(); i++ {
@@ -17,8 +17,8 @@ func KeyEntries(s *Store) int {
 
 // PendingTimers returns how many deadlines (waits and maxHolds) s has
 // pending, and whether its timer wheel expects nothing at all, so that its
-// goroutine sleeps with no timer (SPEC §5: no ticker runs while no
-// deadline is set; §6: no timer outlives its use). A deadline that left
+// goroutine sleeps with no timer (no ticker runs while no deadline is
+// set, and no timer outlives its use). A deadline that left
 // its list early leaves the list's timer in the wheel until its old
 // instant: one wake-up, then the wheel is idle.
 func PendingTimers(s *Store) (n int, idle bool) {

@@ -13,7 +13,7 @@ import (
 
 // TestFencesIncreasePerKey: for one key, every grant's fence is higher
 // than every fence given before for it: through plain holds, TryHold,
-// handoffs to waiters and revocations at maxHold (SPEC §5).
+// handoffs to waiters and revocations at maxHold.
 func TestFencesIncreasePerKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
@@ -75,8 +75,8 @@ func TestFencesAcrossKeysOfOneShard(t *testing.T) {
 }
 
 // TestFencesAcrossStores: a store opened later in the same place gives every
-// key higher fences than an earlier one did (SPEC §5: the wall clock
-// seeds them; real clock, not a bubble).
+// key higher fences than an earlier one did, as long as the wall clock
+// did not go back (it seeds them; real clock, not a bubble).
 func TestFencesAcrossStores(t *testing.T) {
 	keys := []any{9, "m", InvoiceID("inv-42"), []byte("raw")}
 	last := map[string]uint64{}

@@ -29,7 +29,7 @@ func queue(t *testing.T, l *locks.Lock, key any, n int, opts ...locks.Option) []
 }
 
 // TestFIFO: waiters are given the key strictly in the order they came
-// (SPEC §3, LOCK-01), with fences in the same order.
+// (first come, first served), with fences in the same order.
 func TestFIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
@@ -83,7 +83,7 @@ func TestFIFOOrderUnderChurn(t *testing.T) {
 }
 
 // TestNoBargingAtRelease: on release the key passes straight to the head of
-// the line; no newcomer, TryHold included, can take it in between (SPEC §3).
+// the line; no newcomer, TryHold included, can take it in between.
 // Hold has already handed the key over when it returns.
 func TestNoBargingAtRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestNoBargingAtRelease(t *testing.T) {
 
 // TestCancelledHeadWaiter: a waiter whose context ends leaves the line at
 // once (Hold fails with the context's error, naming lock and key); the next
-// in line is still granted, in order (SPEC §3).
+// in line is still granted, in order.
 func TestCancelledHeadWaiter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
@@ -162,7 +162,7 @@ func TestWaiterLeavesFromTheMiddle(t *testing.T) {
 
 // TestTimedOutWaiterLeavesLine: a waiter whose wait passes fails InUse and
 // leaves the line; the holder keeps the key and the others keep their
-// places (SPEC §3).
+// places.
 func TestTimedOutWaiterLeavesLine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
@@ -184,7 +184,7 @@ func TestTimedOutWaiterLeavesLine(t *testing.T) {
 
 // TestCancelRacesGrant: a waiter's context ending as the key is handed to
 // it never loses the key: it ends with the next in line, or free; Hold
-// returns nil exactly when fn ran (SPEC §3; x/sync go.dev/issue/63615).
+// returns nil exactly when fn ran (as x/sync's semaphore, go.dev/issue/63615).
 // Real goroutines, many rounds, to let the race happen both ways.
 func TestCancelRacesGrant(t *testing.T) {
 	_, l := newLock(t)
@@ -254,7 +254,7 @@ func TestCancelAfterGrantIsPassedOn(t *testing.T) {
 
 // TestLimit: a key's line holds exactly MaxWaiters (10,000) waiters; the
 // next Hold fails Limit at once, naming lock and key, also after waiters
-// left the line and others took their places (SPEC §3, §7).
+// left the line and others took their places.
 func TestLimit(t *testing.T) {
 	require.Equal(t, 10000, locks.MaxWaiters)
 	synctest.Test(t, func(t *testing.T) {

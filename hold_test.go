@@ -16,7 +16,7 @@ import (
 )
 
 // TestHoldReturnsWhatFnReturned: Hold runs fn holding the key, lets it go
-// when fn returns, and returns what fn returned (SPEC §3).
+// when fn returns, and returns what fn returned.
 func TestHoldReturnsWhatFnReturned(t *testing.T) {
 	_, l := newLock(t)
 	fnErr := errors.New("charge declined")
@@ -66,7 +66,7 @@ func TestHoldValue(t *testing.T) {
 }
 
 // TestTryHold: TryHold never waits: (true, fn's error) when it ran fn,
-// (false, nil) when the key is held, without running fn (SPEC §3).
+// (false, nil) when the key is held, without running fn.
 func TestTryHold(t *testing.T) {
 	_, l := newLock(t)
 	fnErr := errors.New("declined")
@@ -99,7 +99,7 @@ func TestTryHold(t *testing.T) {
 	require.Equal(t, fnErr, err)
 }
 
-// TestHammerOneHolder: a key has at most one holder (SPEC §3). Goroutines
+// TestHammerOneHolder: a key has at most one holder. Goroutines
 // hold one key over and over; inside fn, a plain counter (the race
 // detector watches it) and a holder count check the conserved quantities.
 func TestHammerOneHolder(t *testing.T) {
@@ -145,7 +145,7 @@ func TestHammerOneHolder(t *testing.T) {
 	require.Equal(t, workers*rounds, counter)
 }
 
-// TestPanicLetsKeyGo: a panic in fn lets the key go, then goes on (SPEC §3);
+// TestPanicLetsKeyGo: a panic in fn lets the key go, then goes on;
 // the next in line is granted; other keys on the shard carry on.
 func TestPanicLetsKeyGo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -195,8 +195,8 @@ func TestPanicWithMaxHoldLetsKeyGo(t *testing.T) {
 	})
 }
 
-// TestGoexitLetsKeyGo: runtime.Goexit in fn lets the key go (SPEC §3: "however
-// fn ends"), and the next in line is granted.
+// TestGoexitLetsKeyGo: runtime.Goexit in fn lets the key go (however fn
+// ends, the key is let go), and the next in line is granted.
 func TestGoexitLetsKeyGo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t, locks.Shards(1))
@@ -227,8 +227,7 @@ func TestGoexitLetsKeyGo(t *testing.T) {
 }
 
 // TestFnContextDerivesFromCaller: fn's context carries the caller's values
-// and deadline, is live while fn runs, and has ended once Hold returned
-// (SPEC §3).
+// and deadline, is live while fn runs, and has ended once Hold returned.
 func TestFnContextDerivesFromCaller(t *testing.T) {
 	_, l := newLock(t)
 	deadline := time.Now().Add(time.Hour)
@@ -254,7 +253,7 @@ func TestFnContextDerivesFromCaller(t *testing.T) {
 
 // TestFnContextEndsWhenCallerEnds: when the caller's context ends while fn
 // runs, fn's context ends too, but the lease is not lost: the key stays
-// held until fn returns, and Hold returns what fn returned (SPEC §3).
+// held until fn returns, and Hold returns what fn returned.
 func TestFnContextEndsWhenCallerEnds(t *testing.T) {
 	for _, ret := range []error{nil, errors.New("stopped early")} {
 		synctest.Test(t, func(t *testing.T) {
@@ -284,8 +283,8 @@ func TestFnContextEndsWhenCallerEnds(t *testing.T) {
 }
 
 // TestEndedContext: a context that has already ended makes Hold fail with
-// its error, free key or not, without running fn and without using a fence
-// (SPEC §3); TryHold too.
+// its error, free key or not, without running fn and without using a
+// fence; TryHold too.
 func TestEndedContext(t *testing.T) {
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -329,7 +328,7 @@ func TestEndedContext(t *testing.T) {
 }
 
 // TestHoldNilOnlyIfFnRanAndReturnedNil: every failure of Hold is non-nil,
-// and nil means fn ran and returned nil (SPEC §3).
+// and nil means fn ran and returned nil.
 func TestHoldNilOnlyIfFnRanAndReturnedNil(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, l := newLock(t)
@@ -357,7 +356,7 @@ func TestHoldNilOnlyIfFnRanAndReturnedNil(t *testing.T) {
 
 // TestRejectedCallsUseNoFence: with every key on one shard, the fence of a
 // grant is the previous one plus one when the calls in between were all
-// rejected: they used no fence and left every key as it was (SPEC §3, §4).
+// rejected: they used no fence and left every key as it was.
 func TestRejectedCallsUseNoFence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t, locks.Shards(1))

@@ -35,7 +35,7 @@ func (badText) MarshalText() ([]byte, error)   { return nil, fmt.Errorf("no text
 func (emptyText) MarshalText() ([]byte, error) { return []byte{}, nil }
 func (*ptrText) MarshalText() ([]byte, error)  { return []byte("9"), nil }
 
-// TestKeyIdentity: a key's identity is its text, whatever its type (SPEC §2).
+// TestKeyIdentity: a key's identity is its text, whatever its type.
 // While 9 is held, every spelling of 9 is held; the lease names the text.
 func TestKeyIdentity(t *testing.T) {
 	_, l := newLock(t)
@@ -128,7 +128,7 @@ func TestByteKeyIsCopied(t *testing.T) {
 	}))
 }
 
-// TestKeyLength: text keys are 1 to 1024 bytes (SPEC §2).
+// TestKeyLength: text keys are 1 to 1024 bytes.
 func TestKeyLength(t *testing.T) {
 	_, l := newLock(t)
 	for _, n := range []int{1, 2, 1023, 1024} {
@@ -149,7 +149,7 @@ func TestKeyLength(t *testing.T) {
 }
 
 // TestInvalidKeys: nil, floats, structs and other kinds, empty and longer
-// text are invalid (SPEC §2). The call fails at once, names the lock, runs
+// text are invalid. The call fails at once, names the lock, runs
 // nothing and uses no fence: the key, held or free, stays as it was.
 func TestInvalidKeys(t *testing.T) {
 	type point struct{ X, Y int }
@@ -216,8 +216,8 @@ func TestInvalidKeys(t *testing.T) {
 	}
 }
 
-// TestNames: a name is 1 to 128 characters of A-Z a-z 0-9 _ - . : /
-// (SPEC §2); Name returns it.
+// TestNames: a name is 1 to 128 characters of A-Z a-z 0-9 _ - . : /;
+// Name returns it.
 func TestNames(t *testing.T) {
 	st := newStore(t)
 	valid := []string{
@@ -256,7 +256,7 @@ func TestNames(t *testing.T) {
 }
 
 // TestTwoHandlesShareKeys: two handles of one name share their keys; two
-// names never do, even for the same key text (SPEC §1, §2).
+// names never do, even for the same key text.
 func TestTwoHandlesShareKeys(t *testing.T) {
 	st := newStore(t, locks.Shards(1))
 	a, b := openLock(t, st, name), openLock(t, st, name)
@@ -278,8 +278,8 @@ func TestTwoHandlesShareKeys(t *testing.T) {
 }
 
 // TestKeysAreIndependent: holding invoice 42 never makes invoice 43 wait,
-// even when both fall on one shard (SPEC §2), and a line on 42 does not
-// touch 43 either.
+// even when both fall on one shard, and a line on 42 does not touch 43
+// either.
 func TestKeysAreIndependent(t *testing.T) {
 	_, l := newLock(t, locks.Shards(1))
 	h := holding(t, l, 42)

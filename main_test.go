@@ -13,14 +13,14 @@ import (
 	"github.com/holdline/locks"
 )
 
-// TestMain fails the run if any test leaves a goroutine behind (SPEC §6:
-// nothing outlives its use).
+// TestMain fails the run if any test leaves a goroutine behind: nothing
+// outlives its use.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // InvoiceID is a named string type: its values are keys by their text.
 type InvoiceID string
 
-// name is the lock name most tests use; the SPEC's messages use it.
+// name is the lock name most tests use, as in the exact messages they check.
 const name = "invoices"
 
 // newStore returns a store that is closed when the test ends. Inside a
@@ -199,7 +199,7 @@ func requireKind(t testing.TB, err error, sentinel error, k locks.Kind, lock, ke
 
 // requireNamesKey checks that err matches target (errors.Is) and is a
 // *locks.Error naming the lock "invoices" and key: the form of a context's
-// error from Hold (SPEC §3).
+// error from Hold.
 func requireNamesKey(t testing.TB, err, target error, key string, msgAndArgs ...any) {
 	t.Helper()
 	require.ErrorIs(t, err, target, msgAndArgs...)

@@ -17,7 +17,7 @@ const revokedMsg = `lock invoices: key "m": the lease was lost: it was revoked a
 // TestMaxHoldRevokes: at Granted+maxHold the lease is revoked: the key goes
 // to the next in line at once (before the revoked fn returns), fn's context
 // is cancelled with the Lost *Error as its cause, and Hold fails Lost once
-// fn returns, with the exact message, wrapping fn's error (SPEC §5).
+// fn returns, with the exact message, wrapping fn's error.
 func TestMaxHoldRevokes(t *testing.T) {
 	fnErr := errors.New("payment provider did not answer")
 	for _, ret := range []error{nil, fnErr, context.Canceled} {
@@ -102,8 +102,7 @@ func TestMaxHoldWithoutWaiters(t *testing.T) {
 }
 
 // TestMaxHoldCountsFromTheGrant: maxHold counts from the grant, not the
-// call: a waiter granted after 4 s with MaxHold(3s) is revoked at 7 s
-// (SPEC §3: "the grant for ttl and maxHold").
+// call: a waiter granted after 4 s with MaxHold(3s) is revoked at 7 s.
 func TestMaxHoldCountsFromTheGrant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
@@ -204,8 +203,8 @@ func TestMaxHoldRevokesEachHolderInTurn(t *testing.T) {
 }
 
 // TestTTLDoesNotRevokeInProcessHolders: in-process holders renew their
-// lease implicitly: a hold far longer than the lock's ttl is not lost
-// (SPEC §5).
+// lease implicitly (the ttl is for leases over a connection): a hold far
+// longer than the lock's ttl is not lost.
 func TestTTLDoesNotRevokeInProcessHolders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newStore(t)

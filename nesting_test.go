@@ -13,7 +13,7 @@ import (
 
 // TestHoldInTransactionIsInvalid: a Hold whose context carries
 // InTransaction fails Invalid at once, naming lock and key, free key or
-// held, queueing nothing and using no fence (SPEC §4).
+// held, queueing nothing and using no fence.
 func TestHoldInTransactionIsInvalid(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t, locks.Shards(1))
@@ -49,7 +49,7 @@ func TestHoldInTransactionIsInvalid(t *testing.T) {
 }
 
 // TestTryHoldInTransaction: TryHold is allowed inside a transaction: it
-// runs fn on a free key and answers (false, nil) on a held one (SPEC §4).
+// runs fn on a free key and answers (false, nil) on a held one.
 func TestTryHoldInTransaction(t *testing.T) {
 	_, l := newLock(t)
 	tx := locks.InTransaction(context.Background())
@@ -70,7 +70,7 @@ func TestTryHoldInTransaction(t *testing.T) {
 
 // TestNestedHoldOfSameKeyIsInvalid: inside a hold, a Hold of the same lock
 // and key with a context that descends from fn's fails Invalid at once,
-// naming lock and key, queueing nothing and using no fence (SPEC §4).
+// naming lock and key, queueing nothing and using no fence.
 func TestNestedHoldOfSameKeyIsInvalid(t *testing.T) {
 	derive := []struct {
 		name string
@@ -132,7 +132,7 @@ func TestNestedHoldOfSameKeyIsInvalid(t *testing.T) {
 }
 
 // TestTryHoldOfOwnKey: TryHold inside a hold of the same key is not
-// invalid: it answers (false, nil) (SPEC §4).
+// invalid: it answers (false, nil).
 func TestTryHoldOfOwnKey(t *testing.T) {
 	_, l := newLock(t)
 	require.NoError(t, l.Hold(context.Background(), 9, func(ctx context.Context, _ *locks.Lease) error {
@@ -151,7 +151,7 @@ func TestTryHoldOfOwnKey(t *testing.T) {
 
 // TestBackgroundGoroutineInsideHoldWaits: nesting is seen through ctx: a
 // goroutine started inside fn with context.Background() is another holder
-// and waits like any other, then is granted (SPEC §4).
+// and waits like any other, then is granted.
 func TestBackgroundGoroutineInsideHoldWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
@@ -172,7 +172,7 @@ func TestBackgroundGoroutineInsideHoldWaits(t *testing.T) {
 }
 
 // TestOtherKeysInsideHold: a hold of a different key inside a hold is fine,
-// and so is the same key text under another lock name (SPEC §2, §4). Keys
+// and so is the same key text under another lock name. Keys
 // held in one order by two holders nest without deadlock.
 func TestOtherKeysInsideHold(t *testing.T) {
 	st, l := newLock(t)
@@ -197,8 +197,8 @@ func TestOtherKeysInsideHold(t *testing.T) {
 // TestNestingEndsWithTheHold: a context kept from a hold (detached with
 // context.WithoutCancel, say, for work that outlives the request) is no
 // longer "inside a hold of the same key" once that hold is over: a Hold
-// of the key with it is an ordinary Hold (SPEC §4 reads "an enclosing
-// fn"; an fn that returned encloses nothing).
+// of the key with it is an ordinary Hold (nesting is a hold inside an
+// enclosing fn; an fn that returned encloses nothing).
 func TestNestingEndsWithTheHold(t *testing.T) {
 	_, l := newLock(t)
 	var kept context.Context

@@ -13,7 +13,7 @@ import (
 )
 
 // TestOptionsAtOpenLock: TTL must be positive; Wait and MaxHold must not be
-// negative; zero Wait and MaxHold are allowed (SPEC §1, §3, §5).
+// negative; zero Wait and MaxHold are allowed.
 func TestOptionsAtOpenLock(t *testing.T) {
 	cases := []struct {
 		name string
@@ -56,7 +56,7 @@ func TestOptionsAtOpenLock(t *testing.T) {
 }
 
 // TestOptionsAtHold: TTL is given to OpenLock only; Wait and MaxHold must
-// not be negative (SPEC §1). A rejected Hold names the lock and the key,
+// not be negative. A rejected Hold names the lock and the key,
 // fails at once and leaves the key as it was: free (and no fence used), or
 // held by its holder (who keeps it, with nobody queued behind it).
 func TestOptionsAtHold(t *testing.T) {
@@ -109,8 +109,8 @@ func TestOptionsAtHold(t *testing.T) {
 
 // TestLockDefaultsAndHoldOverrides: Wait and MaxHold given to OpenLock are
 // the defaults of the lock's holds; a Hold's own options override them for
-// that hold only; another handle of the same name has its own defaults
-// (SPEC §1). Timed with synctest's fake clock.
+// that hold only; another handle of the same name has its own defaults.
+// Timed with synctest's fake clock.
 func TestLockDefaultsAndHoldOverrides(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newStore(t)

@@ -150,7 +150,7 @@ func TestRegressionCloseReturnsOnlyOnceClosed(t *testing.T) {
 	}
 }
 
-// TestRegressionFencesAcrossStoresOnACoarseClock: SPEC §5: a store opened later
+// TestRegressionFencesAcrossStoresOnACoarseClock: a store opened later
 // in the same place gives every key higher fences than an earlier one did,
 // "as long as the wall clock did not go back". The seed argument (lease.Seed,
 // shard.NewTable) needs the wall clock to have moved on by at least as many

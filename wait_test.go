@@ -35,8 +35,8 @@ func startTimedWait(t *testing.T, ctx context.Context, l *locks.Lock, key any, o
 }
 
 // TestWaitTiming: past its wait, a waiter fails InUse with the exact
-// message; never before its time, and within one tick after it (SPEC §3,
-// §5). The default wait is 10 s. Fake clock (synctest).
+// message; never before its time, and within one tick after it. The
+// default wait is 10 s. Fake clock (synctest).
 func TestWaitTiming(t *testing.T) {
 	cases := []struct {
 		name string
@@ -108,7 +108,7 @@ func TestDefaultWaitExactly10s(t *testing.T) {
 }
 
 // TestWaitZeroDoesNotWait: Wait(0) fails InUse at once on a held key, and
-// holds a free key (SPEC §3).
+// holds a free key.
 func TestWaitZeroDoesNotWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
@@ -123,7 +123,7 @@ func TestWaitZeroDoesNotWait(t *testing.T) {
 }
 
 // TestVeryLongWaits: hours, years and math.MaxInt64 work: such a waiter does
-// not fail at once nor soon, and is granted when the key is let go (SPEC §3).
+// not fail at once nor soon, and is granted when the key is let go.
 func TestVeryLongWaits(t *testing.T) {
 	for _, d := range []time.Duration{
 		time.Hour,
@@ -177,7 +177,7 @@ func TestVeryLongWaitFiresAtItsTime(t *testing.T) {
 
 // TestWaiterKeepsOriginalDeadline: a deadline is counted once, from the
 // call: a waiter whose line moved (the holder let go to the one ahead, a
-// waiter ahead left) still fails at its original time (SPEC §3).
+// waiter ahead left) still fails at its original time.
 func TestWaiterKeepsOriginalDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
@@ -223,7 +223,7 @@ func TestWaitCountsFromTheCall(t *testing.T) {
 
 // TestWaiterContextDeadline: a waiter whose context's deadline comes before
 // its wait leaves at the context's deadline, failing with its error, not
-// InUse (SPEC §3).
+// InUse.
 func TestWaiterContextDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, l := newLock(t)
@@ -256,7 +256,7 @@ func TestWaitRealClock(t *testing.T) {
 
 // TestTimerTickRoundsUp: with a coarser TimerTick, deadlines are rounded up
 // to a whole tick: never early, at most one tick late (TimerTick's
-// contract; SPEC §5: no deadline fires early).
+// contract).
 func TestTimerTickRoundsUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const coarse = 100 * time.Millisecond

@@ -133,8 +133,9 @@ func (d *driver) problem(c *rcall, format string, args ...any) {
 }
 
 // classify turns what Hold or TryHold returned into an Outcome, checking on
-// the way what the SPEC says of every error: it names the lock and the key,
-// matches its kind's sentinel, and reads as §7 writes it.
+// the way what every error must be: it names the lock and the key, matches
+// its kind's sentinel, and reads `lock NAME: key "KEY": what happened`
+// (to the letter for in use and lost).
 func (d *driver) classify(c *rcall, acquired bool, err error) Outcome {
 	if c.try && acquired != c.granted {
 		c.problem("TryHold answered acquired=%v, but fn ran=%v", acquired, c.granted)

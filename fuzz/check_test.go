@@ -112,7 +112,8 @@ func (d *driver) check() {
 	}
 }
 
-// checkLease checks what fn was given against the SPEC's Lease.
+// checkLease checks the lease fn was given: its lock and key, its grant
+// instant, and its Deadline (Granted+maxHold, zero without one).
 func (d *driver) checkLease(rc *rcall, mc *Call) []string {
 	var p []string
 	l := rc.lease
