@@ -92,37 +92,49 @@ func TestCallsAfterClose(t *testing.T) {
 	require.NoError(t, st.Close())
 }
 
-// TestCloseConcurrently: Close from many goroutines at once: each returns
-// nil, and the store ends closed with its waiters failed.
+// TestCloseConcurrently: Close from many goroutines at once, with a
+// maxHold pending: each returns nil, and the store ends closed with its
+// waiters failed and its leases lost; Close once more returns nil, and
+// Shutdown, with nothing left running, returns nil at once.
 func TestCloseConcurrently(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, l := newLock(t)
-		h := holding(t, l, 9)
+		h := holding(t, l, 9, locks.MaxHold(time.Hour))
 		w := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		var wg sync.WaitGroup
 		for i := 0; i < 8; i++ {
 			wg.Go(func() { assert.NoError(t, st.Close()) })
 		}
 		wg.Wait()
+		require.NoError(t, st.Close())
 		require.ErrorIs(t, w.wait(), locks.ErrClosed)
 		require.ErrorIs(t, h.finish(), locks.ErrLost)
+		start := time.Now()
+		require.NoError(t, st.Shutdown(context.Background()))
+		require.Zero(t, time.Since(start))
 	})
 }
 
-// TestCloseInsideFn: Close called from inside a held function does not
-// deadlock: fn's context ends with its store's closing, and its Hold fails
-// Lost; whoever waited for the key fails Closed. Real goroutines and a
-// real-time guard, since a deadlock on a mutex would not show in a bubble.
+// TestCloseInsideFn: Close called from inside a held function (twice)
+// does not deadlock, also with another key's maxHold pending (the timer
+// goroutine at work): fn's context ends with the lost *Error of its
+// store's closing, and its Hold fails Lost; whoever waited for the key
+// fails Closed; the other key's holder loses its lease too. Real
+// goroutines and a real-time guard, since a deadlock on a mutex would not
+// show in a bubble.
 func TestCloseInsideFn(t *testing.T) {
 	for _, opts := range [][]locks.Option{nil, {locks.MaxHold(time.Hour)}} {
 		st, l := newLock(t)
+		other := holding(t, l, "other", locks.MaxHold(time.Hour))
 		var w *hold
 		done := make(chan error, 1)
 		go func() {
 			done <- l.Hold(context.Background(), 9, func(ctx context.Context, _ *locks.Lease) error {
 				w = startHold(t, context.Background(), l, 9, locks.Wait(time.Minute))
 				assert.NoError(t, st.Close())
+				assert.NoError(t, st.Close(), "Close again, from inside too")
 				<-ctx.Done()
+				assert.ErrorIs(t, context.Cause(ctx), locks.ErrLost)
 				assert.ErrorIs(t, l.Hold(context.Background(), 10, mustNotRun(t)), locks.ErrClosed)
 				return nil
 			}, opts...)
@@ -134,6 +146,7 @@ func TestCloseInsideFn(t *testing.T) {
 			t.Fatal("Close inside fn did not return within 10 s")
 		}
 		require.ErrorIs(t, w.wait(), locks.ErrClosed) // in line or too late, closed either way
+		require.EqualError(t, other.finish(), closedLostMsg("other"))
 	}
 }
 

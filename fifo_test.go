@@ -121,10 +121,14 @@ func TestCancelledHeadWaiter(t *testing.T) {
 		require.False(t, head.ran)
 
 		require.NoError(t, h.finish())
-		for _, w := range ws {
+		for i, w := range ws {
 			<-w.granted
+			if i == 0 {
+				require.Equal(t, h.lease.Fence+1, w.lease.Fence, "the waiter that left used no fence")
+			}
 			require.NoError(t, w.finish())
 		}
+		requireFree(t, l, 9)
 	})
 }
 
@@ -174,18 +178,23 @@ func TestTimedOutWaiterLeavesLine(t *testing.T) {
 		require.EqualError(t, err, `lock invoices: key "9": held past the hold's wait: in use`)
 		require.False(t, short.ran)
 		requireHeld(t, l, 9)
+		synctest.Wait()
+		require.False(t, isClosed(long.done), "the one behind still waits")
 
 		require.NoError(t, h.finish())
 		<-long.granted
 		require.Equal(t, h.lease.Fence+1, long.lease.Fence)
 		require.NoError(t, long.finish())
+		requireFree(t, l, 9)
 	})
 }
 
 // TestCancelRacesGrant: a waiter's context ending as the key is handed to
 // it never loses the key: it ends with the next in line, or free; Hold
 // returns nil exactly when fn ran (as x/sync's semaphore, go.dev/issue/63615).
-// Real goroutines, many rounds, to let the race happen both ways.
+// Real goroutines, many rounds, to let the race happen both ways. (The
+// same race in a synctest bubble: TestCancelRacingHandoff in package fuzz;
+// forced, with the context ending after the grant: TestEndedInLineNeverRuns.)
 func TestCancelRacesGrant(t *testing.T) {
 	_, l := newLock(t)
 	var granted, canceled int
@@ -226,88 +235,81 @@ func TestCancelRacesGrant(t *testing.T) {
 	t.Logf("granted %d, canceled %d", granted, canceled)
 }
 
-// TestCancelAfterGrantIsPassedOn: the grant lands and the context ends
-// before the waiter runs: the key is passed on to the next in line (or
-// freed), never kept by nobody. Deterministic version of the race above:
-// in a bubble, the waiter cannot run between the release and the cancel.
-func TestCancelAfterGrantIsPassedOn(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, l := newLock(t)
-		ctx, cancel := context.WithCancel(context.Background())
-		var w, next *hold
-		require.NoError(t, l.Hold(context.Background(), 9, func(context.Context, *locks.Lease) error {
-			w = queued(t, ctx, l, 9, locks.Wait(time.Hour))
-			next = queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
-			return nil
-		}))
-		cancel() // w is granted but has not run yet
-		err := w.finish()
-		require.Equal(t, err == nil, w.ran, "Hold returns nil exactly when fn ran: %v", err)
-		if err != nil {
-			require.ErrorIs(t, err, context.Canceled)
-		}
-		<-next.granted
-		require.NoError(t, next.finish())
-		requireFree(t, l, 9)
-	})
-}
-
 // TestLimit: a key's line holds exactly MaxWaiters (10,000) waiters; the
-// next Hold fails Limit at once, naming lock and key, also after waiters
-// left the line and others took their places.
+// next Hold fails Limit at once, naming lock and key, and TryHold answers
+// (false, nil); also after every other waiter left, from all over the
+// line, and others took their places. One leaving makes room for exactly
+// one; the line keeps its order throughout; every refusal is counted.
 func TestLimit(t *testing.T) {
 	require.Equal(t, 10000, locks.MaxWaiters)
 	synctest.Test(t, func(t *testing.T) {
 		st, l := newLock(t)
 		h := holding(t, l, 9)
 
-		errs := make(chan error, 2*locks.MaxWaiters)
-		enqueue := func(ctx context.Context) {
-			go func() {
-				errs <- l.Hold(ctx, 9, mustNotRun(t), locks.Wait(time.Hour))
-			}()
-		}
-		const churn = 100
-		ctx, cancel := context.WithCancel(context.Background())
-		for i := 0; i < churn; i++ {
-			enqueue(ctx)
-		}
-		for i := churn; i < locks.MaxWaiters; i++ {
-			enqueue(context.Background())
-		}
-		synctest.Wait()
-		require.Empty(t, errs, "every one of the 10,000 waiters stands in line")
-
-		full := func() {
+		full := func(what string) {
+			t.Helper()
 			start := time.Now()
 			err := l.Hold(context.Background(), 9, mustNotRun(t), locks.Wait(time.Hour))
 			requireKind(t, err, locks.ErrLimit, locks.Limit, name, "9")
-			require.Regexp(t, messageForm, err.Error())
-			require.Zero(t, time.Since(start), "fails at once")
-			requireHeld(t, l, 9)
+			require.EqualError(t, err, `lock invoices: key "9": the line of waiters is full: limit`, what)
+			require.Zero(t, time.Since(start), "fails at once: %s", what)
+			ok, err := l.TryHold(context.Background(), 9, mustNotRun(t))
+			require.NoError(t, err, what)
+			require.False(t, ok, what)
 		}
-		full()
 
-		// Churn: some leave, as many others take their places.
-		cancel()
-		for i := 0; i < churn; i++ {
-			require.ErrorIs(t, <-errs, context.Canceled)
+		// 10,000 in line, in this order; every other one will leave.
+		churn, cancelChurn := context.WithCancel(context.Background())
+		var line []*hold
+		for i := range locks.MaxWaiters {
+			ctx := context.Background()
+			if i%2 == 0 {
+				ctx = churn
+			}
+			line = append(line, queued(t, ctx, l, 9, locks.Wait(time.Hour)))
 		}
-		for i := 0; i < churn; i++ {
-			enqueue(context.Background())
-		}
+		full("10,000 in line")
+
+		// The churn: every other waiter leaves; as many others take their
+		// places, the last of them with a context of its own.
+		cancelChurn()
 		synctest.Wait()
-		require.Empty(t, errs)
-		full()
-		require.Equal(t, uint64(2), st.Stats().Limited, "both refusals are counted")
+		for i := 0; i < locks.MaxWaiters; i += 2 {
+			require.ErrorIs(t, line[i].wait(), context.Canceled)
+		}
+		for range locks.MaxWaiters/2 - 1 {
+			line = append(line, queued(t, context.Background(), l, 9, locks.Wait(time.Hour)))
+		}
+		leaving, leave := context.WithCancel(context.Background())
+		last := queued(t, leaving, l, 9, locks.Wait(time.Hour))
+		full("after the churn")
+
+		// One leaves: one more fits, and no more.
+		leave()
+		require.ErrorIs(t, last.wait(), context.Canceled)
+		extra := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
+		require.False(t, isClosed(extra.done), "a place was free, yet Hold returned")
+		full("after one left and another came")
+		require.Equal(t, uint64(3), st.Stats().Limited, "every refusal is counted")
 
 		// Another key is not limited by this one's line.
 		require.NoError(t, l.Hold(context.Background(), 10, nop))
 
+		// The first in line is still first.
+		require.NoError(t, h.finish())
+		<-line[1].granted
+		synctest.Wait()
+		require.False(t, isClosed(line[3].granted), "the second in line was granted too")
+
 		st.Close()
-		require.ErrorIs(t, h.finish(), locks.ErrLost)
-		for i := 0; i < locks.MaxWaiters; i++ {
-			require.ErrorIs(t, <-errs, locks.ErrClosed)
+		require.ErrorIs(t, line[1].finish(), locks.ErrLost)
+		for i, w := range append(line, extra) {
+			switch {
+			case i == 1: // lost, above
+			case i < locks.MaxWaiters && i%2 == 0: // left in the churn
+			default:
+				require.ErrorIs(t, w.wait(), locks.ErrClosed, "waiter %d", i)
+			}
 		}
 	})
 }

@@ -145,38 +145,59 @@ func TestHammerOneHolder(t *testing.T) {
 	require.Equal(t, workers*rounds, counter)
 }
 
-// TestPanicLetsKeyGo: a panic in fn lets the key go, then goes on;
-// the next in line is granted; other keys on the shard carry on.
-func TestPanicLetsKeyGo(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, l := newLock(t, locks.Shards(1))
-		other := holding(t, l, "other")
+// TestPanicAndGoexitLetTheKeyGo: however fn ends, the key is let go: a
+// panic in fn lets the key go and then goes on with its value, out of
+// Hold; runtime.Goexit in fn lets the key go too, and Hold does not
+// return. The next in line is granted; other keys of the shard carry on:
+// one held meanwhile stays held, a new one is held at once.
+func TestPanicAndGoexitLetTheKeyGo(t *testing.T) {
+	type boom struct{}
+	for _, how := range []string{"panic", "Goexit"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, l := newLock(t, locks.Shards(1))
+				other := holding(t, l, "other")
 
-		var w *hold
-		holdErr := errors.New("not returned")
-		func() {
-			defer func() {
-				require.Equal(t, "boom", recover(), "the panic goes on with its value")
-			}()
-			holdErr = l.Hold(context.Background(), 9, func(context.Context, *locks.Lease) error {
-				w = startHold(t, context.Background(), l, 9)
-				synctest.Wait() // w stands in line
-				require.False(t, isClosed(w.granted))
-				panic("boom")
+				var w *hold
+				var recovered any
+				returned := false
+				exited := make(chan struct{})
+				go func() {
+					defer close(exited)
+					defer func() { recovered = recover() }()
+					_ = l.Hold(context.Background(), 9, func(context.Context, *locks.Lease) error {
+						w = queued(t, context.Background(), l, 9)
+						if isClosed(w.granted) {
+							t.Error("w was granted while fn held the key")
+						}
+						if how == "panic" {
+							panic(boom{})
+						}
+						runtime.Goexit()
+						return nil
+					})
+					returned = true
+				}()
+				<-exited
+				require.False(t, returned, "Hold returned after fn's %s", how)
+				if how == "panic" {
+					require.Equal(t, boom{}, recovered, "the panic goes on with its value")
+				} else {
+					require.Nil(t, recovered)
+				}
+
+				<-w.granted // the next in line got the key
+				require.NoError(t, w.finish())
+				requireFree(t, l, 9, "the key is free")
+
+				// Keys of the same shard carry on.
+				require.NoError(t, l.Hold(context.Background(), "third", nop, locks.Wait(0)))
+				requireHeld(t, l, "other", "the other key is still held by its holder")
+				require.NoError(t, other.finish())
+				requireFree(t, l, "other")
 			})
-		}()
-		require.EqualError(t, holdErr, "not returned", "Hold did not return")
-
-		<-w.granted // the next in line got the key
-		require.NoError(t, w.finish())
-		requireFree(t, l, 9, "the key is free")
-
-		// Keys of the same shard carry on.
-		require.NoError(t, l.Hold(context.Background(), "third", nop, locks.Wait(0)))
-		requireHeld(t, l, "other", "the other key is still held by its holder")
-		require.NoError(t, other.finish())
-		requireFree(t, l, "other")
-	})
+		})
+	}
 }
 
 // TestPanicWithMaxHoldLetsKeyGo: the same with a maxHold armed: the key is
@@ -192,37 +213,6 @@ func TestPanicWithMaxHoldLetsKeyGo(t *testing.T) {
 		time.Sleep(time.Hour)
 		require.NoError(t, h.ctx.Err(), "the panicked hold's maxHold does not revoke the next holder")
 		require.NoError(t, h.finish())
-	})
-}
-
-// TestGoexitLetsKeyGo: runtime.Goexit in fn lets the key go (however fn
-// ends, the key is let go), and the next in line is granted.
-func TestGoexitLetsKeyGo(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, l := newLock(t, locks.Shards(1))
-		exited := make(chan struct{})
-		started, exit := make(chan struct{}), make(chan struct{})
-		returned := false
-		go func() {
-			defer close(exited)
-			_ = l.Hold(context.Background(), 9, func(context.Context, *locks.Lease) error {
-				close(started)
-				<-exit
-				runtime.Goexit()
-				return nil
-			})
-			returned = true
-		}()
-		<-started
-		w := startHold(t, context.Background(), l, 9)
-		synctest.Wait() // w stands in line
-		require.False(t, isClosed(w.granted))
-		close(exit)
-		<-exited
-		require.False(t, returned)
-		<-w.granted
-		require.NoError(t, w.finish())
-		requireFree(t, l, 9)
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -255,26 +256,38 @@ func TestNames(t *testing.T) {
 	}
 }
 
-// TestTwoHandlesShareKeys: two handles of one name share their keys; two
-// names never do, even for the same key text.
+// TestTwoHandlesShareKeys: two handles of one name share their keys and
+// their lines, each with its own defaults; two names never do, even for
+// the same key text.
 func TestTwoHandlesShareKeys(t *testing.T) {
-	st := newStore(t, locks.Shards(1))
-	a, b := openLock(t, st, name), openLock(t, st, name)
-	other := openLock(t, st, "receipts")
-	h := holding(t, a, 42)
+	synctest.Test(t, func(t *testing.T) {
+		st := newStore(t, locks.Shards(1))
+		a, b := openLock(t, st, name), openLock(t, st, name, locks.Wait(time.Hour))
+		other := openLock(t, st, "receipts")
+		h := holding(t, a, 42)
 
-	requireHeld(t, b, 42, "a second handle of the same name shares the key")
+		requireHeld(t, b, 42, "a second handle of the same name shares the key")
 
-	ok, err := other.TryHold(context.Background(), 42, func(_ context.Context, ls *locks.Lease) error {
-		require.Equal(t, "receipts", ls.Lock)
-		return nil
+		ok, err := other.TryHold(context.Background(), 42, func(_ context.Context, ls *locks.Lease) error {
+			require.Equal(t, "receipts", ls.Lock)
+			return nil
+		})
+		require.NoError(t, err)
+		require.True(t, ok, "the same key text under another name is another key")
+		require.NoError(t, other.Hold(context.Background(), "42", nop, locks.Wait(0)))
+
+		// b's hold stands in a's line, with b's wait, and is granted when
+		// a's holder lets go.
+		w := queued(t, context.Background(), b, InvoiceID("42"))
+		time.Sleep(locks.DefaultWait)
+		synctest.Wait()
+		require.False(t, isClosed(w.done), "b's own wait, not the default")
+		require.NoError(t, h.finish())
+		<-w.granted
+		require.Greater(t, w.lease.Fence, h.lease.Fence)
+		require.NoError(t, w.finish())
+		requireFree(t, b, 42)
 	})
-	require.NoError(t, err)
-	require.True(t, ok, "the same key text under another name is another key")
-	require.NoError(t, other.Hold(context.Background(), "42", nop, locks.Wait(0)))
-
-	require.NoError(t, h.finish())
-	requireFree(t, b, 42)
 }
 
 // TestKeysAreIndependent: holding invoice 42 never makes invoice 43 wait,
