@@ -31,16 +31,12 @@ func ceilMs(d time.Duration) time.Duration {
 // maxHold is counted once from the grant.
 func TestWaitCountedOnceFromCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t)
-		l := newLock(t, s, "inv")
-		h := startHold(l, 9, locks.MaxHold(12*time.Millisecond))
-		synctest.Wait()
-		w1 := startHold(l, 9, locks.MaxHold(100*time.Millisecond))
+		_, l := newLock(t)
+		h := holding(t, l, 9, locks.MaxHold(12*time.Millisecond))
+		w1 := startHold(t, context.Background(), l, 9, locks.MaxHold(100*time.Millisecond))
 		time.Sleep(5 * time.Millisecond)
-		w2 := startHold(l, 9, locks.Wait(30*time.Millisecond)) // called at 5 ms: fails at 35 ms
-		synctest.Wait()
-		w3 := startHold(l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		w2 := queued(t, context.Background(), l, 9, locks.Wait(30*time.Millisecond)) // called at 5 ms: fails at 35 ms
+		w3 := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		time.Sleep(7 * time.Millisecond) // 12 ms: h revoked, w1 granted, w2 at the head
 		synctest.Wait()
 		requireHolding(t, w1)
@@ -50,19 +46,18 @@ func TestWaitCountedOnceFromCall(t *testing.T) {
 		time.Sleep(time.Nanosecond) // 35 ms
 		synctest.Wait()
 		requireEnded(t, w2, locks.InUse)
-		require.Equal(t, 30*time.Millisecond, w2.EndedAt())
+		require.Equal(t, 30*time.Millisecond, w2.elapsed)
 		requireHolding(t, w1)
-		l1 := w1.Lease()
-		require.Equal(t, 100*time.Millisecond, l1.Deadline.Sub(l1.Granted), "maxHold counted from the grant")
+		require.Equal(t, 100*time.Millisecond, w1.lease.Deadline.Sub(w1.lease.Granted), "maxHold counted from the grant")
 		time.Sleep(77*time.Millisecond - time.Nanosecond) // 12+100 ms, less a nanosecond
 		synctest.Wait()
 		requireHolding(t, w1)
 		time.Sleep(time.Nanosecond)
 		synctest.Wait()
 		requireHolding(t, w3)
-		h.Let(nil)
-		w1.Let(nil)
-		w3.Let(nil)
+		h.letGo()
+		w1.letGo()
+		w3.letGo()
 		synctest.Wait()
 		requireEnded(t, w1, locks.Lost)
 	})
@@ -74,44 +69,35 @@ func TestWaitCountedOnceFromCall(t *testing.T) {
 // whose earlier holder had a maxHold is not revoked at that holder's bound.
 func TestStaleTimerDoesNotEndCurrentGrant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t)
-		l := newLock(t, s, "inv")
-		h := startHold(l, 9, locks.MaxHold(10*time.Millisecond))
-		synctest.Wait()
-		w := startHold(l, 9, locks.Wait(10*time.Millisecond))
-		synctest.Wait()
-		m := startHold(l, "m")
-		synctest.Wait()
-		wm := startHold(l, "m", locks.Wait(10*time.Millisecond), locks.MaxHold(20*time.Millisecond))
-		synctest.Wait()
+		_, l := newLock(t)
+		h := holding(t, l, 9, locks.MaxHold(10*time.Millisecond))
+		w := queued(t, context.Background(), l, 9, locks.Wait(10*time.Millisecond))
+		m := holding(t, l, "m")
+		wm := queued(t, context.Background(), l, "m", locks.Wait(10*time.Millisecond), locks.MaxHold(20*time.Millisecond))
 		time.Sleep(5 * time.Millisecond)
-		h.Let(nil) // w granted at 5 ms, with no maxHold; h's maxHold was for 10 ms
-		m.Let(nil) // wm granted at 5 ms: revoked at 25 ms, not at 10
+		h.letGo() // w granted at 5 ms, with no maxHold; h's maxHold was for 10 ms
+		m.letGo() // wm granted at 5 ms: revoked at 25 ms, not at 10
 		synctest.Wait()
 		requireHolding(t, w)
 		requireHolding(t, wm)
 		time.Sleep(time.Hour)
 		synctest.Wait()
 		requireHolding(t, w, "a stale timer ended the grant")
-		ended, _ := wm.Ended()
-		require.False(t, ended)
-		require.Equal(t, 5*time.Millisecond+20*time.Millisecond, wm.Lease().Deadline.Sub(wm.start))
-		w.Let(nil)
-		wm.Let(nil)
+		require.False(t, isClosed(wm.done))
+		require.Equal(t, 5*time.Millisecond+20*time.Millisecond, wm.lease.Deadline.Sub(wm.start))
+		w.letGo()
+		wm.letGo()
 		synctest.Wait()
 		requireEnded(t, w, 0)
 		requireEnded(t, wm, locks.Lost)
 
 		// The same holder record for wait and maxHold: revoked exactly once,
 		// at grant+maxHold, whatever its wait was.
-		h = startHold(l, 9)
-		synctest.Wait()
-		w = startHold(l, 9, locks.Wait(10*time.Millisecond), locks.MaxHold(20*time.Millisecond))
-		synctest.Wait()
-		next := startHold(l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		h = holding(t, l, 9)
+		w = queued(t, context.Background(), l, 9, locks.Wait(10*time.Millisecond), locks.MaxHold(20*time.Millisecond))
+		next := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		time.Sleep(9 * time.Millisecond)
-		h.Let(nil)
+		h.letGo()
 		synctest.Wait()
 		time.Sleep(20*time.Millisecond - time.Nanosecond)
 		synctest.Wait()
@@ -119,8 +105,8 @@ func TestStaleTimerDoesNotEndCurrentGrant(t *testing.T) {
 		time.Sleep(time.Nanosecond)
 		synctest.Wait()
 		requireHolding(t, next)
-		w.Let(nil)
-		next.Let(nil)
+		w.letGo()
+		next.letGo()
 		synctest.Wait()
 	})
 }
@@ -145,20 +131,16 @@ func TestDeadlinesAtWheelBoundaries(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					s := newStore(t)
-					l := newLock(t, s, "inv")
+					_, l := newLock(t)
 					time.Sleep(3 * time.Millisecond) // not at the wheel's origin
-					var c, h *call
+					var c, h *hold
 					if asMaxHold {
-						c = startHold(l, 9, locks.MaxHold(d))
-						synctest.Wait()
-						h = startHold(l, 9, locks.Wait(math.MaxInt64))
+						c = holding(t, l, 9, locks.MaxHold(d))
+						h = queued(t, context.Background(), l, 9, locks.Wait(math.MaxInt64))
 					} else {
-						h = startHold(l, 9)
-						synctest.Wait()
-						c = startHold(l, 9, locks.Wait(d))
+						h = holding(t, l, 9)
+						c = queued(t, context.Background(), l, 9, locks.Wait(d))
 					}
-					synctest.Wait()
 					fire := ceilMs(d)
 					time.Sleep(fire - time.Nanosecond)
 					synctest.Wait()
@@ -172,14 +154,14 @@ func TestDeadlinesAtWheelBoundaries(t *testing.T) {
 					synctest.Wait()
 					if asMaxHold {
 						requireHolding(t, h, "not revoked on time")
-						c.Let(nil)
+						c.letGo()
 						synctest.Wait()
 						requireEnded(t, c, locks.Lost)
 					} else {
 						requireEnded(t, c, locks.InUse)
-						require.Equal(t, fire, c.EndedAt())
+						require.Equal(t, fire, c.elapsed)
 					}
-					h.Let(nil)
+					h.letGo()
 					synctest.Wait()
 				})
 			})
@@ -187,32 +169,27 @@ func TestDeadlinesAtWheelBoundaries(t *testing.T) {
 	}
 	t.Run("zero, negative and math.MaxInt64", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			s := newStore(t)
-			l := newLock(t, s, "inv")
-			h := startHold(l, 9, locks.MaxHold(0))
-			synctest.Wait()
-			require.True(t, h.Lease().Deadline.IsZero(), "MaxHold(0) is off")
-			now := startHold(l, 9, locks.Wait(0))
-			synctest.Wait()
+			_, l := newLock(t)
+			h := holding(t, l, 9, locks.MaxHold(0))
+			require.True(t, h.lease.Deadline.IsZero(), "MaxHold(0) is off")
+			now := queued(t, context.Background(), l, 9, locks.Wait(0))
 			requireEnded(t, now, locks.InUse)
-			require.Zero(t, now.EndedAt(), "Wait(0) waits")
+			require.Zero(t, now.elapsed, "Wait(0) waits")
 			for _, o := range []locks.Option{locks.Wait(-1), locks.MaxHold(-time.Hour), locks.Wait(math.MinInt64)} {
-				bad := startHold(l, 9, o)
-				synctest.Wait()
+				bad := queued(t, context.Background(), l, 9, o)
 				requireEnded(t, bad, locks.Invalid)
 			}
-			long := startHold(l, 9, locks.Wait(math.MaxInt64), locks.MaxHold(math.MaxInt64))
-			synctest.Wait()
+			long := queued(t, context.Background(), l, 9, locks.Wait(math.MaxInt64), locks.MaxHold(math.MaxInt64))
 			time.Sleep(100000 * time.Hour)
 			synctest.Wait()
 			requireWaiting(t, long)
-			h.Let(nil)
+			h.letGo()
 			synctest.Wait()
 			requireHolding(t, long)
 			time.Sleep(100000 * time.Hour)
 			synctest.Wait()
 			requireHolding(t, long, "a maxHold of math.MaxInt64 fired")
-			long.Let(nil)
+			long.letGo()
 			synctest.Wait()
 			requireEnded(t, long, 0)
 		})
@@ -226,21 +203,19 @@ func TestTimerArmedDuringExpiry(t *testing.T) {
 	for _, m := range []time.Duration{time.Nanosecond, time.Millisecond} {
 		t.Run("maxHold="+m.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := newStore(t)
-				l := newLock(t, s, "inv")
-				var chain []*call
+				_, l := newLock(t)
+				var chain []*hold
 				for range 5 {
-					chain = append(chain, startHold(l, 9, locks.MaxHold(m), locks.Wait(time.Hour)))
-					synctest.Wait()
+					chain = append(chain, queued(t, context.Background(), l, 9, locks.MaxHold(m), locks.Wait(time.Hour)))
 				}
 				for i, c := range chain {
-					require.Equal(t, time.Duration(i)*time.Millisecond, c.GrantedAt(), "holder %d", i)
 					requireHolding(t, c, "holder %d", i)
+					require.Equal(t, time.Duration(i)*time.Millisecond, c.grantedAfter, "holder %d", i)
 					time.Sleep(time.Millisecond)
 					synctest.Wait()
 				}
 				for _, c := range chain {
-					c.Let(nil)
+					c.letGo()
 				}
 				synctest.Wait()
 				for _, c := range chain {
@@ -256,23 +231,19 @@ func TestTimerArmedDuringExpiry(t *testing.T) {
 // deadline pending) and then given a short deadline fires it on time.
 func TestIdleStoreThenShortDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t)
-		l := newLock(t, s, "inv")
-		h := startHold(l, 9)
-		synctest.Wait()
-		w := startHold(l, 9, locks.Wait(time.Millisecond))
+		_, l := newLock(t)
+		h := holding(t, l, 9)
+		w := startHold(t, context.Background(), l, 9, locks.Wait(time.Millisecond))
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
 		requireEnded(t, w, locks.InUse)
-		far := startHold(l, "far-holder")
-		synctest.Wait()
-		farWait := startHold(l, "far-holder", locks.Wait(5000*time.Hour))
-		synctest.Wait()
+		far := holding(t, l, "far-holder")
+		farWait := queued(t, context.Background(), l, "far-holder", locks.Wait(5000*time.Hour))
 		for _, idle := range []time.Duration{1000 * time.Hour, 1000*time.Hour + 7*time.Millisecond} {
 			time.Sleep(idle)
 			synctest.Wait()
 			requireWaiting(t, farWait)
-			w := startHold(l, 9, locks.Wait(time.Millisecond))
+			w := startHold(t, context.Background(), l, 9, locks.Wait(time.Millisecond))
 			time.Sleep(time.Millisecond - time.Nanosecond)
 			synctest.Wait()
 			requireWaiting(t, w)
@@ -280,10 +251,10 @@ func TestIdleStoreThenShortDeadline(t *testing.T) {
 			synctest.Wait()
 			requireEnded(t, w, locks.InUse)
 		}
-		h.Let(nil)
-		far.Let(nil)
+		h.letGo()
+		far.letGo()
 		synctest.Wait()
-		farWait.Let(nil)
+		farWait.letGo()
 		synctest.Wait()
 		requireEnded(t, farWait, 0)
 	})
@@ -310,26 +281,23 @@ func TestCancelledTimersFreedAtOnce(t *testing.T) {
 	// At the store: waiters cancelled in their thousands leave nothing that
 	// fires later.
 	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t)
-		l := newLock(t, s, "inv")
-		h := startHold(l, 9)
-		synctest.Wait()
+		_, l := newLock(t)
+		h := holding(t, l, 9)
 		parent, cancel := context.WithCancel(context.Background())
 		for i := range 1000 {
-			startCall(parent, l, 9, false, locks.Wait(time.Duration(i+1)*time.Millisecond))
+			startHold(t, parent, l, 9, locks.Wait(time.Duration(i+1)*time.Millisecond))
 		}
 		synctest.Wait()
 		cancel()
 		synctest.Wait()
-		w := startHold(l, 9, locks.Wait(time.Hour))
-		synctest.Wait()
+		w := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		requireWaiting(t, w)
-		h.Let(nil)
+		h.letGo()
 		synctest.Wait()
 		requireHolding(t, w)
-		w.Let(nil)
+		w.letGo()
 		synctest.Wait()
 	})
 }

@@ -37,7 +37,7 @@ var keyTexts = [3]string{"9", "x", "700"}
 type (
 	invoiceID string
 	code      int16
-	name      []byte
+	keyBytes  []byte
 )
 
 // keyValue returns the Go value standing for key in representation repr:
@@ -47,7 +47,7 @@ func keyValue(key, repr uint8) any {
 	case 0:
 		return [4]any{9, int64(9), "9", invoiceID("9")}[repr&3]
 	case 1:
-		return [4]any{"x", []byte("x"), invoiceID("x"), name("x")}[repr&3]
+		return [4]any{"x", []byte("x"), invoiceID("x"), keyBytes("x")}[repr&3]
 	case 2:
 		return [4]any{uint16(700), "700", code(700), uint64(700)}[repr&3]
 	}

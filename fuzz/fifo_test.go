@@ -16,79 +16,30 @@ import (
 // Regression tests for the failure modes seen in the field that concern the line
 // of waiters: each is named after its failure mode, runs in a synctest
 // bubble (fake clock: exact instants, no sleeping) and checks what a user
-// would see. The same cases are FuzzStore seeds (see README.md).
-
-// A waiter cancelled at the head of the line: the one behind it must still
-// be woken at the next release.
-func TestHeadWaiterCancelledNextIsWoken(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t)
-		l := newLock(t, s, "inv")
-		h := startHold(l, 9)
-		synctest.Wait()
-		w1 := startHold(l, 9)
-		synctest.Wait()
-		w2 := startHold(l, int64(9))
-		synctest.Wait()
-		w1.cancel()
-		synctest.Wait()
-		requireEnded(t, w1, locks.Canceled)
-		h.Let(nil)
-		synctest.Wait()
-		requireHolding(t, w2)
-		require.Greater(t, w2.Fence(), h.Fence())
-		w2.Let(nil)
-		synctest.Wait()
-		requireEnded(t, w2, 0)
-		requireFree(t, l, "9")
-	})
-}
-
-// A waiter timed out at the head of the line: the one behind it must still
-// be woken at the next release.
-func TestHeadWaiterTimedOutNextIsWoken(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t)
-		l := newLock(t, s, "inv")
-		h := startHold(l, 9)
-		synctest.Wait()
-		w1 := startHold(l, 9, locks.Wait(10*time.Millisecond))
-		synctest.Wait()
-		w2 := startHold(l, 9, locks.Wait(time.Second))
-		time.Sleep(10 * time.Millisecond)
-		synctest.Wait()
-		requireEnded(t, w1, locks.InUse)
-		requireWaiting(t, w2)
-		h.Let(nil)
-		synctest.Wait()
-		requireHolding(t, w2)
-		w2.Let(nil)
-		synctest.Wait()
-		requireFree(t, l, 9)
-	})
-}
+// would see. The same cases are FuzzStore seeds (see README.md). A waiter
+// cancelled or timed out at the head of the line, and two handles sharing
+// a line, are tested in the root package (TestCancelledHeadWaiter,
+// TestTimedOutWaiterLeavesLine, TestTwoHandlesShareKeys).
 
 // A release landing between a waiter's check of the key and its park (a
 // lost wake-up) would leave the waiter asleep until its wait ends, an hour
 // here: no time may pass before it holds.
 func TestLostWakeupReleaseBeforePark(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t)
-		l := newLock(t, s, "inv")
+		_, l := newLock(t)
 		for i := range 300 {
-			h := startHold(l, 9)
-			synctest.Wait()
+			h := holding(t, l, 9)
 			start := time.Now()
-			w := startHold(l, 9, locks.Wait(time.Hour))
+			w := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
 			if i%2 == 0 {
-				h.Let(nil) // the waiter's goroutine and the release run at once
+				h.letGo() // the waiter's goroutine and the release run at once
 			} else {
-				go h.Let(nil)
+				go h.letGo()
 			}
 			synctest.Wait()
 			requireHolding(t, w, "round %d", i)
 			require.Zero(t, time.Since(start), "round %d: the waiter slept", i)
-			w.Let(nil)
+			w.letGo()
 			synctest.Wait()
 			requireEnded(t, h, 0)
 			requireEnded(t, w, 0)
@@ -103,40 +54,35 @@ func TestLostWakeupReleaseBeforePark(t *testing.T) {
 // ran.
 func TestCancelRacingHandoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t)
-		l := newLock(t, s, "inv")
+		_, l := newLock(t)
 		var ran, left int
 		for i := range 300 {
-			h := startHold(l, 9)
-			synctest.Wait()
-			w := startHold(l, 9)
-			synctest.Wait()
-			next := startHold(l, 9)
-			synctest.Wait()
+			h := holding(t, l, 9)
+			ctx, cancel := context.WithCancel(context.Background())
+			w := queued(t, ctx, l, 9)
+			next := queued(t, context.Background(), l, 9)
 			if i%2 == 0 {
-				go w.cancel()
-				go h.Let(nil)
+				go cancel()
+				go h.letGo()
 			} else {
-				go h.Let(nil)
-				go w.cancel()
+				go h.letGo()
+				go cancel()
 			}
 			synctest.Wait()
-			if w.Ran() {
+			if isClosed(w.granted) {
 				ran++
 				requireHolding(t, w, "round %d", i)
 				requireWaiting(t, next)
-				w.Let(nil)
+				w.letGo()
 				synctest.Wait()
 				requireEnded(t, w, 0) // what fn returned
 			} else {
 				left++
-				ended, err := w.Ended()
-				require.True(t, ended, "round %d: the cancelled waiter neither ran nor left", i)
+				err := requireEnded(t, w, locks.Canceled)
 				require.ErrorIs(t, err, context.Canceled)
-				requireEnded(t, w, locks.Canceled)
 			}
 			requireHolding(t, next, "round %d: the key went to nobody", i)
-			next.Let(nil)
+			next.letGo()
 			synctest.Wait()
 			requireFree(t, l, 9)
 		}
@@ -149,27 +95,24 @@ func TestCancelRacingHandoff(t *testing.T) {
 // key goes on to the next; never to nobody.
 func TestDeadlineRacingHandoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t)
-		l := newLock(t, s, "inv")
+		_, l := newLock(t)
 		for i := range 200 {
-			h := startHold(l, 9)
-			synctest.Wait()
-			w := startHold(l, 9, locks.Wait(10*time.Millisecond))
-			synctest.Wait()
-			next := startHold(l, 9, locks.Wait(time.Hour))
+			h := holding(t, l, 9)
+			w := queued(t, context.Background(), l, 9, locks.Wait(10*time.Millisecond))
+			next := startHold(t, context.Background(), l, 9, locks.Wait(time.Hour))
 			time.Sleep(10 * time.Millisecond)
-			h.Let(nil) // at the instant of w's deadline, while the timer fires
+			h.letGo() // at the instant of w's deadline, while the timer fires
 			synctest.Wait()
-			if w.Ran() {
+			if isClosed(w.granted) {
 				requireHolding(t, w, "round %d", i)
-				w.Let(nil)
+				w.letGo()
 				synctest.Wait()
 				requireEnded(t, w, 0)
 			} else {
 				requireEnded(t, w, locks.InUse)
 			}
 			requireHolding(t, next, "round %d: the key went to nobody", i)
-			next.Let(nil)
+			next.letGo()
 			synctest.Wait()
 			requireFree(t, l, 9)
 		}
@@ -181,21 +124,14 @@ func TestDeadlineRacingHandoff(t *testing.T) {
 // woken, and the key is free after.
 func TestAdjacentWaitersLeaveAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t, locks.Shards(1))
-		l := newLock(t, s, "inv")
-		h := startHold(l, 9)
-		synctest.Wait()
+		_, l := newLock(t, locks.Shards(1))
+		h := holding(t, l, 9)
 		parent, cancel := context.WithCancel(context.Background())
-		w1 := startCall(parent, l, 9, false)
-		synctest.Wait()
-		w2 := startCall(parent, l, 9, false)
-		synctest.Wait()
-		t1 := startHold(l, 9, locks.Wait(5*time.Millisecond))
-		synctest.Wait()
-		t2 := startHold(l, 9, locks.Wait(5*time.Millisecond))
-		synctest.Wait()
-		w3 := startHold(l, 9)
-		synctest.Wait()
+		w1 := queued(t, parent, l, 9)
+		w2 := queued(t, parent, l, 9)
+		t1 := queued(t, context.Background(), l, 9, locks.Wait(5*time.Millisecond))
+		t2 := queued(t, context.Background(), l, 9, locks.Wait(5*time.Millisecond))
+		w3 := queued(t, context.Background(), l, 9)
 		cancel()
 		synctest.Wait()
 		requireEnded(t, w1, locks.Canceled)
@@ -204,34 +140,30 @@ func TestAdjacentWaitersLeaveAtOnce(t *testing.T) {
 		synctest.Wait()
 		requireEnded(t, t1, locks.InUse)
 		requireEnded(t, t2, locks.InUse)
-		h.Let(nil)
+		h.letGo()
 		synctest.Wait()
 		requireHolding(t, w3)
-		w3.Let(nil)
+		w3.letGo()
 		synctest.Wait()
 		requireFree(t, l, 9)
 
 		// Both at once, racing the release of the holder too.
-		h = startHold(l, 9)
-		synctest.Wait()
+		h = holding(t, l, 9)
 		parent, cancel = context.WithCancel(context.Background())
-		w1 = startCall(parent, l, 9, false)
-		synctest.Wait()
-		w2 = startCall(parent, l, 9, false)
-		synctest.Wait()
-		w3 = startHold(l, 9)
-		synctest.Wait()
+		w1 = queued(t, parent, l, 9)
+		w2 = queued(t, parent, l, 9)
+		w3 = queued(t, context.Background(), l, 9)
 		go cancel()
-		h.Let(nil)
+		h.letGo()
 		synctest.Wait()
-		for _, w := range []*call{w1, w2} {
-			if w.Ran() {
-				w.Let(nil)
+		for _, w := range []*hold{w1, w2} {
+			if isClosed(w.granted) {
+				w.letGo()
 				synctest.Wait()
 			}
 		}
 		requireHolding(t, w3)
-		w3.Let(nil)
+		w3.letGo()
 		synctest.Wait()
 		requireFree(t, l, 9)
 	})
@@ -242,8 +174,7 @@ func TestAdjacentWaitersLeaveAtOnce(t *testing.T) {
 // loop's next Hold waits behind it; its TryHold gets nothing.
 func TestReleaseHoldLoopDoesNotStarve(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t)
-		l := newLock(t, s, "inv")
+		_, l := newLock(t)
 		first := make(chan struct{})
 		var rounds, tries atomic.Int32
 		loopDone := make(chan struct{})
@@ -257,20 +188,19 @@ func TestReleaseHoldLoopDoesNotStarve(t *testing.T) {
 					rounds.Add(1)
 					return nil
 				})
-				if ok, _ := l.TryHold(context.Background(), 9, func(context.Context, *locks.Lease) error { return nil }); ok {
+				if ok, _ := l.TryHold(context.Background(), 9, nop); ok {
 					tries.Add(1)
 				}
 			}
 		}()
 		synctest.Wait()
-		w := startHold(l, 9)
-		synctest.Wait()
+		w := queued(t, context.Background(), l, 9)
 		close(first)
 		synctest.Wait()
 		requireHolding(t, w)
 		require.EqualValues(t, 1, rounds.Load(), "the loop held again while a waiter was in line")
 		require.Zero(t, tries.Load(), "the loop's TryHold took the key from a waiter")
-		w.Let(nil)
+		w.letGo()
 		<-loopDone
 		require.EqualValues(t, 100, rounds.Load())
 	})
@@ -280,23 +210,20 @@ func TestReleaseHoldLoopDoesNotStarve(t *testing.T) {
 // even for an instant at a release.
 func TestTryHoldNeverBarges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t)
-		l := newLock(t, s, "inv")
+		_, l := newLock(t)
 		for range 200 {
-			h := startHold(l, 9)
-			synctest.Wait()
-			w := startHold(l, 9)
-			synctest.Wait()
+			h := holding(t, l, 9)
+			w := queued(t, context.Background(), l, 9)
 			got := make(chan bool)
 			go func() {
-				ok, _ := l.TryHold(context.Background(), 9, func(context.Context, *locks.Lease) error { return nil })
+				ok, _ := l.TryHold(context.Background(), 9, nop)
 				got <- ok
 			}()
-			h.Let(nil)
+			h.letGo()
 			require.False(t, <-got, "TryHold took a key someone waits for")
 			synctest.Wait()
 			requireHolding(t, w)
-			w.Let(nil)
+			w.letGo()
 			synctest.Wait()
 		}
 	})
@@ -307,36 +234,32 @@ func TestTryHoldNeverBarges(t *testing.T) {
 // successor's) changes nothing either.
 func TestRevokedHolderLateRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t)
-		l := newLock(t, s, "invoices")
-		a := startHold(l, "m", locks.MaxHold(5*time.Millisecond))
-		synctest.Wait()
-		b := startHold(l, "m")
-		synctest.Wait()
-		c := startHold(l, "m")
+		_, l := newLock(t)
+		a := holding(t, l, "m", locks.MaxHold(5*time.Millisecond))
+		b := queued(t, context.Background(), l, "m")
+		c := startHold(t, context.Background(), l, "m")
 		time.Sleep(5 * time.Millisecond)
 		synctest.Wait()
 		requireHolding(t, b)
-		require.Greater(t, b.Fence(), a.Fence())
+		require.Greater(t, b.lease.Fence, a.lease.Fence)
 		var e *locks.Error
-		require.True(t, errors.As(context.Cause(a.Ctx()), &e), "the revoked fn's context: %v", context.Cause(a.Ctx()))
+		require.True(t, errors.As(context.Cause(a.ctx), &e), "the revoked fn's context: %v", context.Cause(a.ctx))
 		require.Equal(t, locks.Lost, e.Kind)
 
-		a.Let(nil) // late
+		a.letGo() // late
 		synctest.Wait()
-		requireEnded(t, a, locks.Lost)
-		_, err := a.Ended()
-		require.EqualError(t, err, `lock invoices: key "m": the lease was lost: it was revoked at its maxHold`)
+		err := requireEnded(t, a, locks.Lost)
+		require.EqualError(t, err, `lock inv: key "m": the lease was lost: it was revoked at its maxHold`)
 		requireHolding(t, b)
 		requireWaiting(t, c)
-		ok, err := l.TryHold(context.Background(), "m", func(context.Context, *locks.Lease) error { return nil })
+		ok, err := l.TryHold(context.Background(), "m", nop)
 		require.NoError(t, err)
 		require.False(t, ok, "the late release freed the successor's key")
 
-		b.Let(nil)
+		b.letGo()
 		synctest.Wait()
 		requireHolding(t, c)
-		c.Let(nil)
+		c.letGo()
 		synctest.Wait()
 		requireFree(t, l, "m")
 	})
@@ -347,64 +270,36 @@ func TestRevokedHolderLateRelease(t *testing.T) {
 // store must keep counting it as running: Shutdown waits for it.
 func TestRevokedHolderReleaseAfterSuccessor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t)
-		l := newLock(t, s, "inv")
-		a := startHold(l, 9, locks.MaxHold(5*time.Millisecond))
+		st, l := newLock(t)
+		a := startHoldRet(t, context.Background(), l, 9, errFn, locks.MaxHold(5*time.Millisecond))
 		synctest.Wait()
-		b := startHold(l, 9)
-		synctest.Wait()
-		c := startHold(l, 9)
+		b := queued(t, context.Background(), l, 9)
+		c := startHold(t, context.Background(), l, 9)
 		time.Sleep(5 * time.Millisecond)
 		synctest.Wait()
-		b.Let(nil)
+		b.letGo()
 		synctest.Wait()
 		requireHolding(t, c)
-		a.Let(errFn) // the revoked holder returns last
+		a.letGo() // the revoked holder returns last
 		synctest.Wait()
-		requireEnded(t, a, locks.Lost)
-		_, err := a.Ended()
+		err := requireEnded(t, a, locks.Lost)
 		require.ErrorIs(t, err, errFn, "Lost wraps fn's own error")
 		requireHolding(t, c)
 
-		d := startHold(l, 9, locks.MaxHold(time.Millisecond))
-		synctest.Wait()
-		c.Let(nil)
+		d := queued(t, context.Background(), l, 9, locks.MaxHold(time.Millisecond))
+		c.letGo()
 		time.Sleep(time.Millisecond) // d revoked, its fn still runs
 		synctest.Wait()
 		shut := make(chan error, 1)
-		go func() { shut <- s.Shutdown(context.Background()) }()
+		go func() { shut <- st.Shutdown(context.Background()) }()
 		synctest.Wait()
 		select {
 		case err := <-shut:
 			t.Fatalf("Shutdown returned %v while a revoked holder's fn still runs", err)
 		default:
 		}
-		d.Let(nil)
+		d.letGo()
 		require.NoError(t, <-shut)
 		requireEnded(t, d, locks.Lost)
-	})
-}
-
-// Two handles of one lock name share the line; the same key text under
-// another name is another key, and integer, string and named-type keys of
-// one text are one key.
-func TestHandlesShareTheLine(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := newStore(t, locks.Shards(1))
-		a, b := newLock(t, s, "inv"), newLock(t, s, "inv", locks.Wait(time.Hour))
-		other := newLock(t, s, "other")
-		h := startHold(a, 9)
-		synctest.Wait()
-		w := startHold(b, invoiceID("9"))
-		o := startHold(other, "9")
-		synctest.Wait()
-		requireWaiting(t, w)
-		requireHolding(t, o)
-		h.Let(nil)
-		synctest.Wait()
-		requireHolding(t, w)
-		w.Let(nil)
-		o.Let(nil)
-		synctest.Wait()
 	})
 }
