@@ -118,10 +118,10 @@ func TestCloseConcurrently(t *testing.T) {
 // TestCloseInsideFn: Close called from inside a held function (twice)
 // does not deadlock, also with another key's maxHold pending (the timer
 // goroutine at work): fn's context ends with the lost *Error of its
-// store's closing, and its Hold fails Lost; whoever waited for the key
-// fails Closed; the other key's holder loses its lease too. Real
-// goroutines and a real-time guard, since a deadlock on a mutex would not
-// show in a bubble.
+// store's closing, and its Hold fails Lost; the one in line for the key
+// fails Closed, and so does a Hold after Close; the other key's holder
+// loses its lease too. Real goroutines and a real-time guard, since a
+// deadlock on a mutex would not show in a bubble.
 func TestCloseInsideFn(t *testing.T) {
 	for _, opts := range [][]locks.Option{nil, {locks.MaxHold(time.Hour)}} {
 		st, l := newLock(t)
@@ -130,7 +130,11 @@ func TestCloseInsideFn(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			done <- l.Hold(context.Background(), 9, func(ctx context.Context, _ *locks.Lease) error {
-				w = startHold(t, context.Background(), l, 9, locks.Wait(time.Minute))
+				// A waiter asks its context for Done once it stands in line.
+				wctx := &doneBlocksCtx{Context: context.Background(), entered: make(chan struct{}), proceed: make(chan struct{})}
+				w = startHold(t, wctx, l, 9, locks.Wait(time.Minute))
+				<-wctx.entered
+				close(wctx.proceed)
 				assert.NoError(t, st.Close())
 				assert.NoError(t, st.Close(), "Close again, from inside too")
 				<-ctx.Done()
@@ -145,7 +149,7 @@ func TestCloseInsideFn(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("Close inside fn did not return within 10 s")
 		}
-		require.ErrorIs(t, w.wait(), locks.ErrClosed) // in line or too late, closed either way
+		require.ErrorIs(t, w.wait(), locks.ErrClosed)
 		require.EqualError(t, other.finish(), closedLostMsg("other"))
 	}
 }

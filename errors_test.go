@@ -17,18 +17,21 @@ import (
 // TestKindString: each kind's name, as it ends an error's message.
 func TestKindString(t *testing.T) {
 	for k, want := range map[locks.Kind]string{
-		locks.Invalid: "invalid",
-		locks.InUse:   "in use",
-		locks.Lost:    "lost",
-		locks.Limit:   "limit",
-		locks.Closed:  "closed",
+		locks.Invalid:  "invalid",
+		locks.InUse:    "in use",
+		locks.Lost:     "lost",
+		locks.Limit:    "limit",
+		locks.Closed:   "closed",
+		locks.Canceled: "canceled",
+		0:              "Kind(0)",
 	} {
 		require.Equal(t, want, k.String())
 	}
 }
 
 // TestErrorIsMatchesOnlyItsKind: errors.Is matches an *Error with its own
-// kind's sentinel and no other, also through wrapping.
+// kind's sentinel and no other, also through wrapping; a Canceled one,
+// which has none, matches none.
 func TestErrorIsMatchesOnlyItsKind(t *testing.T) {
 	sentinels := map[locks.Kind]error{
 		locks.Invalid: locks.ErrInvalid,
@@ -37,7 +40,7 @@ func TestErrorIsMatchesOnlyItsKind(t *testing.T) {
 		locks.Limit:   locks.ErrLimit,
 		locks.Closed:  locks.ErrClosed,
 	}
-	for k := range sentinels {
+	for _, k := range []locks.Kind{locks.Invalid, locks.InUse, locks.Lost, locks.Limit, locks.Closed, locks.Canceled} {
 		err := fmt.Errorf("charging: %w", &locks.Error{Kind: k, Lock: name, Key: "9"})
 		for other, s := range sentinels {
 			require.Equal(t, k == other, errors.Is(err, s), "errors.Is(%v error, %v)", k, s)
@@ -182,24 +185,4 @@ func TestErrorWithoutKey(t *testing.T) {
 	_, err = locks.OpenLock(st, name)
 	requireKind(t, err, locks.ErrClosed, locks.Closed, name, "")
 	require.Regexp(t, `^lock invoices: [a-z][^"]*: closed$`, err.Error())
-}
-
-// TestCanceledErrorNamesLockAndKey: a hold whose context ended fails with
-// an error that errors.Is the context's error and names the lock and the
-// key, and matches no sentinel of another outcome.
-func TestCanceledErrorNamesLockAndKey(t *testing.T) {
-	_, l := newLock(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	err := l.Hold(ctx, 9, mustNotRun(t))
-	requireNamesKey(t, err, context.Canceled, "9")
-	require.Contains(t, err.Error(), `lock invoices: key "9": `)
-	for _, s := range []error{locks.ErrInvalid, locks.ErrInUse, locks.ErrLost, locks.ErrLimit, locks.ErrClosed} {
-		require.NotErrorIs(t, err, s)
-	}
-
-	dctx, dcancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	defer dcancel()
-	err = l.Hold(dctx, 9, mustNotRun(t))
-	requireNamesKey(t, err, context.DeadlineExceeded, "9")
 }

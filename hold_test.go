@@ -297,7 +297,11 @@ func TestEndedContext(t *testing.T) {
 			first := fenceOf(t, l, 9)
 
 			err := l.Hold(c.ctx, 9, mustNotRun(t))
-			require.ErrorIs(t, err, c.want, "free key")
+			requireNamesKey(t, err, c.want, "9", "free key")
+			require.Contains(t, err.Error(), `lock invoices: key "9": `)
+			for _, s := range []error{locks.ErrInvalid, locks.ErrInUse, locks.ErrLost, locks.ErrLimit, locks.ErrClosed} {
+				require.NotErrorIs(t, err, s, "a sentinel of another outcome")
+			}
 			ok, err := l.TryHold(c.ctx, 9, mustNotRun(t))
 			require.False(t, ok)
 			require.ErrorIs(t, err, c.want, "TryHold, free key")

@@ -154,8 +154,8 @@ func TestLockDefaultsAndHoldOverrides(t *testing.T) {
 	})
 }
 
-// TestTryHoldUsesLockMaxHold: TryHold takes no options; the lock's MaxHold
-// applies to it, and revokes it on time.
+// TestTryHoldUsesLockMaxHold: a TryHold given no MaxHold gets the lock's,
+// which revokes it on time. (TestTryHoldOptions: a TryHold's own.)
 func TestTryHoldUsesLockMaxHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newStore(t)
