@@ -145,6 +145,9 @@ func New(store *locks.Store, opts ...Option) (*Server, error) {
 		// Clients ping every 10 s at most (the least gRPC lets them), so
 		// that a connection that went silent is found out and replaced.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		// Find out a client that vanished with its stream attached, so
+		// that its session is left to lapse and be reaped.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 15 * time.Second, Timeout: 5 * time.Second}),
 	}
 	if c.tls != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(c.tls)))
