@@ -440,11 +440,7 @@ func (v *service) Acquire(ctx context.Context, req *pb.AcquireRequest) (*pb.Acqu
 	s := v.s
 	name, key := req.GetLock(), req.GetKey()
 	lock, err := locks.OpenLock(s.store, name, locks.TTL(time.Duration(req.GetTtlNs())))
-	if err != nil {
-		le := new(locks.Error)
-		if errors.As(err, &le) && le.Kind == locks.Invalid {
-			le.Key = string(key) // OpenLock names no key
-		}
+	if err != nil { // a bad name or ttl, as OpenLock says (naming no key), or a closed store
 		return nil, statusOf(err)
 	}
 	if tk := principal(ctx); !tk.allows(name) {
