@@ -192,21 +192,30 @@ func (d *driver) invariantsLocked(phase []Phase, mcalls []*Call) []string {
 }
 
 // statsLocked checks the store's Stats against what the calls saw (see
-// seen), and which calls stood in line against the model.
+// seen) and, for what they cannot see, the model: the leases revoked, the
+// keys with a holder or a waiter now; and which calls stood in line
+// against the model.
 func (d *driver) statsLocked(mcalls []*Call) []string {
 	var p []string
-	var want locks.Stats
+	want := locks.Stats{Keys: len(d.model.Keys())}
 	for i, rc := range d.calls {
 		returned := rc.ended && rc.out.Res != Panicked && rc.out.Res != Goexited
 		s := seenOf(rc.ctx, returned, rc.err)
 		if why := s.count(&want); why != "" {
 			p = append(p, fmt.Sprintf("call %d: %s", i, why))
 		}
-		if mc := mcalls[i]; s.waited != mc.Waited && !(rc.raced && s.waited) {
+		mc := mcalls[i]
+		if s.waited != mc.Waited && !(rc.raced && s.waited) {
 			p = append(p, fmt.Sprintf("call %d stood in line: %v, model: %v", i, s.waited, mc.Waited))
 		}
+		if rc.granted && !rc.ended {
+			want.Running++
+		}
+		if mc.Reason != "" {
+			want.Revoked++
+		}
 	}
-	if diff := statsDiff(d.store.Stats(), want); diff != "" {
+	if diff := statsDiff(d.store.Stats(), want, true); diff != "" {
 		p = append(p, diff)
 	}
 	return p
