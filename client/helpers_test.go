@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(childEnv); addr != "" {
+		childHold(addr) // a holder for TestKilledHolder, until killed
+	}
 	goleak.VerifyTestMain(m)
 }
 

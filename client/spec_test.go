@@ -46,9 +46,13 @@ var targets = []struct {
 		s := serve(t)
 		c1, c2 := dial(t, s.addr), dial(t, s.addr)
 		return &target{
-			store:  s.store,
-			open:   func(t testing.TB, name string, opts ...locks.Option) locks.Locker { return openLock(t, c1, name, opts...) },
-			other:  func(t testing.TB, name string, opts ...locks.Option) locks.Locker { return openLock(t, c2, name, opts...) },
+			store: s.store,
+			open: func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
+				return openLock(t, c1, name, opts...)
+			},
+			other: func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
+				return openLock(t, c2, name, opts...)
+			},
 			detach: client.Detach,
 			closeStore: func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -1,0 +1,224 @@
+package client_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/holdline/locks"
+	"github.com/holdline/locks/client"
+	"github.com/holdline/locks/server"
+)
+
+func TestReconnectWithinTTLKeepsTheSession(t *testing.T) {
+	s := serve(t)
+	p := newProxy(t, s.addr)
+	c := dial(t, p.addr())
+	const ttl = 600 * time.Millisecond
+	l := openLock(t, c, "invoices", locks.TTL(ttl))
+	o := openLock(t, dial(t, s.addr), "invoices", locks.TTL(ttl))
+	r := start(context.Background(), l, 9)
+	_, fctx := r.held(t)
+	for range 3 { // each cut is followed by a reconnect within the ttl
+		p.cut(false)
+		time.Sleep(ttl / 2)
+	}
+	time.Sleep(ttl) // renewed since
+	if fctx.Err() != nil {
+		t.Fatalf("the function's context ended: %v", context.Cause(fctx))
+	}
+	if ok, err := o.TryHold(context.Background(), 9, noop); ok || err != nil {
+		t.Fatalf("the key was let go: %v, %v", ok, err)
+	}
+	if st := s.srv.Stats(); st.Sessions != 2 {
+		t.Fatalf("sessions %d: the client did not resume its own", st.Sessions)
+	}
+	if err := r.result(t, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := o.TryHold(context.Background(), 9, noop); !ok || err != nil {
+		t.Fatalf("after the release: %v, %v", ok, err)
+	}
+}
+
+// A connection cut for longer than the ttl: the client gives the lease up
+// before the server's ttl could hand the key on, the server loses it at
+// the ttl and a waiter gets it with a higher fence; the client comes back
+// with a new session.
+func TestACutLongerThanTheTTLLosesTheLeaseClientFirst(t *testing.T) {
+	s := serve(t)
+	p := newProxy(t, s.addr)
+	c := dial(t, p.addr())
+	const ttl = 600 * time.Millisecond
+	l := openLock(t, c, "invoices", locks.TTL(ttl))
+	o := openLock(t, dial(t, s.addr), "invoices", locks.TTL(ttl))
+	r := start(context.Background(), l, 9)
+	ls, fctx := r.held(t)
+	w := start(context.Background(), o, 9, locks.Wait(time.Minute))
+	queued(t, s.store, 1)
+	cut := time.Now()
+	p.cut(true)
+	<-fctx.Done()
+	fnEnded := time.Now()
+	wls, _ := w.held(t)
+	granted := time.Now()
+	if !fnEnded.Before(wls.Granted) {
+		t.Fatalf("the function's context ended at %v, after the key went on at %v", fnEnded.Sub(cut), wls.Granted.Sub(cut))
+	}
+	t.Logf("after the cut: the function's context ended at %v, the key went on at %v (ttl %v)", fnEnded.Sub(cut), granted.Sub(cut), ttl)
+	// The server's lapse is a ttl after its last renewal, which came at
+	// most a third of a ttl (and a round trip) before the cut.
+	if d := granted.Sub(cut); d < ttl-ttl/3-50*time.Millisecond || d > ttl+200*time.Millisecond {
+		t.Fatalf("the key went on %v after the cut, ttl %v", d, ttl)
+	}
+	if wls.Fence <= ls.Fence {
+		t.Fatalf("fence %d after %d", wls.Fence, ls.Fence)
+	}
+	wantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: its ttl ran out`)
+	if err := w.result(t, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.setRefuse(false)
+	err := r.result(t, errBoom)
+	wantMessage(t, err, `lock invoices: key "9": the lease was lost: its ttl ran out; the function returned: boom`)
+	if !errors.Is(err, locks.ErrLost) || !errors.Is(err, errBoom) {
+		t.Fatal(err)
+	}
+	// Back with a new session: it holds again.
+	eventually(t, "a hold after the session expired", func() bool {
+		return l.Hold(context.Background(), 9, noop) == nil
+	})
+	eventually(t, "the old session reaped", func() bool { return s.srv.Stats().Sessions == 2 })
+}
+
+func TestTokensThroughTheClient(t *testing.T) {
+	const good, limited = "token-of-everything-0123456789", "token-of-invoices-only-0123456"
+	tokens, err := server.ParseTokens(strings.NewReader(good + "\n" + limited + " invoices/\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serve(t, server.WithTokens(tokens))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, opts := range [][]client.Option{nil, {client.WithToken("not-a-token-0123456789abcdef")}} {
+		c, err := client.Dial(ctx, s.addr, opts...)
+		if status.Code(err) != codes.Unauthenticated {
+			if c != nil {
+				c.Close()
+			}
+			t.Fatalf("Dial: %v", err)
+		}
+	}
+	lc := dial(t, s.addr, client.WithToken(limited))
+	payments := openLock(t, lc, "payments")
+	err = payments.Hold(ctx, 9, noop)
+	if status.Code(err) != codes.PermissionDenied || !strings.HasPrefix(err.Error(), `lock payments: key "9": `) {
+		t.Fatalf("outside the prefixes: %v", err)
+	}
+	if st := s.store.Stats(); st.Grants != 0 || st.Waits != 0 || st.Keys != 0 {
+		t.Fatalf("refused holds changed the store: %+v", st)
+	}
+	if err := openLock(t, lc, "invoices/2026").Hold(ctx, 9, noop); err != nil {
+		t.Fatal(err)
+	}
+	if err := openLock(t, dial(t, s.addr, client.WithToken(good)), "payments").Hold(ctx, 9, noop); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTLS(t *testing.T) {
+	cert, pool := selfSigned(t)
+	s := serve(t, server.WithTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+	c := dial(t, s.addr, client.WithTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}))
+	if err := openLock(t, c, "invoices").Hold(context.Background(), 9, noop); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if c, err := client.Dial(ctx, s.addr); err == nil { // plaintext to a TLS server
+		c.Close()
+		t.Fatal("a plaintext client opened a session")
+	}
+}
+
+// selfSigned makes a certificate for 127.0.0.1 and a pool that trusts it.
+func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "locksd test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:         true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+func TestCloseReleasesAtOnceAndEndsHolds(t *testing.T) {
+	s := serve(t)
+	ctx := context.Background()
+	c, err := client.Dial(ctx, s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.OpenLock("invoices")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := openLock(t, dial(t, s.addr), "invoices")
+	r := start(ctx, l, 9)
+	_, fctx := r.held(t)
+	held := start(ctx, o, 10)
+	held.held(t)
+	w := start(ctx, l, 10, locks.Wait(time.Minute))
+	queued(t, s.store, 1)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantMessage(t, w.wait(t), `lock invoices: key "10": the client is closed: closed`)
+	<-fctx.Done()
+	wantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: its session closed`)
+	if ok, err := o.TryHold(ctx, 9, noop); !ok || err != nil { // released at once
+		t.Fatalf("a closed client's key: %v, %v", ok, err)
+	}
+	wantMessage(t, r.result(t, nil), `lock invoices: key "9": the lease was lost: its session closed`)
+	wantMessage(t, l.Hold(ctx, 9, noop), `lock invoices: key "9": the client is closed: closed`)
+	if _, err := c.OpenLock("x"); err == nil {
+		t.Fatal("OpenLock on a closed client")
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	held.result(t, nil)
+	eventually(t, "the session closed", func() bool { return s.srv.Stats().Sessions == 1 })
+}
