@@ -54,6 +54,7 @@ type store struct {
 	local     []shardLocal  // beside the table's shards, one each
 	origin    time.Time     // the zero of the monotonic instants the timer wheel uses
 	tick      time.Duration // the timer wheel's
+	profile   int           // see ProfileHolds; 0: off
 	closed    atomic.Bool
 	closeOnce sync.Once
 
@@ -77,6 +78,7 @@ func NewStore(opts ...StoreOption) *Store {
 		table:    shard.NewTable[*holdContext, *ticket](c.shards, lease.Seed()),
 		origin:   time.Now(),
 		tick:     c.tick,
+		profile:  c.profile,
 		drained:  make(chan struct{}),
 		sessions: make(map[*Session]struct{}),
 	}
@@ -85,6 +87,9 @@ func NewStore(opts ...StoreOption) *Store {
 		s.local[i].sh = s.table.At(i)
 	}
 	s.timers.init(s, c.tick)
+	if c.profile > 0 {
+		holdsProfile() // registered from now on, for pprof.Lookup and net/http/pprof
+	}
 	S := &Store{s}
 	runtime.AddCleanup(S, func(s *store) { s.close() }, s)
 	return S

@@ -67,7 +67,8 @@ type waiter struct {
 	heldFor     time.Duration
 	holderFence uint64
 
-	sd *shardLocal
+	sd    *shardLocal
+	since time.Duration // when it joined the line, on the timer clock
 
 	// A session's hold is a member of its session's ttl group from the
 	// call to the release: guarded by the session's mutex (see session.go).
@@ -156,6 +157,9 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) er
 		return newError(Invalid, name, text, "held inside a transaction")
 	case nested:
 		return newError(Invalid, name, text, "held inside a hold of the same key")
+	}
+	if p := l.store.profileHold(); p != nil {
+		defer unprofile(p)
 	}
 	h, err := l.acquire(ctx, text, set, nil)
 	if err != nil {
@@ -312,7 +316,7 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option)
 func (s *store) joinLocked(sd *shardLocal, e *keyEntry, c *holdContext, set settings, at time.Duration) *waiter {
 	sd.sh.Counts.Waits++
 	w := sd.takeWaiterLocked(c, e)
-	w.state, w.maxHold = waiting, set.maxHold
+	w.state, w.maxHold, w.since = waiting, set.maxHold, at
 	e.Line.PushBack(&w.line)
 	s.armLocked(sd, &w.ticket, forWait, set.wait, after(at, set.wait))
 	return w
@@ -409,17 +413,22 @@ func (s *store) settled(h hold, got state) error {
 // heldForLocked returns how long e's holder has held it at instant now on
 // the timer clock.
 func (s *store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
-	var since time.Duration
+	return max(now-s.grantedLocked(e), 0)
+}
+
+// grantedLocked returns when e's holder was granted it, on the timer
+// clock, without reading a Granted that a woken holder may be writing.
+// A holder granted and not yet awake reports the grant as now-ish: the
+// largest instant, so that it has held the key for no time.
+func (s *store) grantedLocked(e *keyEntry) time.Duration {
 	if t := e.Ticket; t != nil && t.w != nil && t.w.woke {
 		at := t.w.grantedAt.Load()
 		if at == 0 {
-			return 0 // granted, not yet awake
+			return maxInstant // granted, not yet awake
 		}
-		since = time.Duration(at - 1)
-	} else {
-		since = e.Holder.lease.Granted.Sub(s.origin)
+		return time.Duration(at - 1)
 	}
-	return max(now-since, 0)
+	return e.Holder.lease.Granted.Sub(s.origin)
 }
 
 // grantLocked makes c, with its ticket t (its waiter's; nil for a hold

@@ -335,6 +335,7 @@ func (s *store) dismiss(ms []member, why state) {
 type Grant struct {
 	sess *Session
 	h    hold
+	prof *profiled // its entry in the holds profile, or nil
 	once sync.Once
 	err  error
 }
@@ -359,6 +360,7 @@ func (g *Grant) Release() error {
 		delete(g.sess.grants, g)
 		g.sess.mu.Unlock()
 		g.err = g.sess.store.release(g.h, nil)
+		unprofile(g.prof)
 	})
 	return g.err
 }
@@ -390,15 +392,18 @@ func (l *Lock) Acquire(ctx context.Context, sess *Session, key any, opts ...Opti
 	case nested:
 		return nil, newError(Invalid, name, text, "held inside a hold of the same key")
 	}
+	prof := l.store.profileHold()
 	h, err := l.acquire(ctx, text, set, sess)
 	if err != nil {
+		unprofile(prof)
 		return nil, err
 	}
-	g := &Grant{sess: sess, h: h}
+	g := &Grant{sess: sess, h: h, prof: prof}
 	sess.mu.Lock()
 	if sess.closed { // closed as the grant came
 		sess.mu.Unlock()
 		l.store.release(h, nil)
+		unprofile(prof)
 		return nil, newError(Closed, name, text, "the session is closed")
 	}
 	sess.grants[g] = struct{}{}

@@ -46,7 +46,7 @@ const maxInstant = time.Duration(math.MaxInt64)
 type deadlineList struct {
 	sd         *shardLocal
 	p          purpose
-	d          time.Duration // in whole ticks, rounded up
+	d          time.Duration // the duration; for a list in whole ticks, minus their number
 	head, tail *ticket       // in arrival order
 	n          int
 	// armed: the wheel holds a timer for this list, or the timer goroutine
@@ -83,33 +83,41 @@ type listKey struct {
 }
 
 // listLocked returns sd's list for p and d, making it if there is none.
-func (sd *shardLocal) listLocked(p purpose, d time.Duration) *deadlineList {
+// The first maxLists durations of a shard get a list each; past them, a
+// program whose durations all differ (computed from a request's own
+// deadline, say) shares one list per tick of durations, keyed by d in
+// whole ticks (q): in such a list a deadline may stand behind one due up to
+// a tick later, and fire that much later, never early.
+func (sd *shardLocal) listLocked(p purpose, d, q time.Duration) *deadlineList {
 	for _, l := range sd.lists {
 		if l.d == d && l.p == p {
 			return l
 		}
 	}
-	if l := sd.more[listKey{p, d}]; l != nil {
+	if len(sd.lists) < maxLists {
+		l := &deadlineList{sd: sd, p: p, d: d}
+		l.timer.Value = l
+		sd.lists = append(sd.lists, l)
 		return l
 	}
-	l := &deadlineList{sd: sd, p: p, d: d}
-	l.timer.Value = l
-	if len(sd.lists) < maxLists {
-		sd.lists = append(sd.lists, l)
-	} else {
-		if sd.more == nil {
-			sd.more = make(map[listKey]*deadlineList)
-		}
-		sd.more[listKey{p, d}] = l
+	k := listKey{p, q}
+	if l := sd.more[k]; l != nil {
+		return l
 	}
+	l := &deadlineList{sd: sd, p: p, d: -q} // negative: a list of durations in whole ticks
+	l.timer.Value = l
+	if sd.more == nil {
+		sd.more = make(map[listKey]*deadlineList)
+	}
+	sd.more[k] = l
 	return l
 }
 
 // dropLocked forgets l, an empty list whose timer is not armed, so that a
 // program that used many durations once does not keep their lists.
 func (sd *shardLocal) dropLocked(l *deadlineList) {
-	if sd.more[listKey{l.p, l.d}] == l {
-		delete(sd.more, listKey{l.p, l.d})
+	if l.d < 0 {
+		delete(sd.more, listKey{l.p, -l.d})
 		return
 	}
 	for i, m := range sd.lists {
@@ -138,14 +146,12 @@ func (sd *shardLocal) pendingLocked() int {
 // armLocked makes t's deadline for p, of duration d, due at instant at on
 // the timer clock. t has no pending deadline. O(1); the wheel's mutex is
 // taken only when the list had no timer.
-//
-// Durations within one tick of each other share a list, so that a
-// program whose durations all differ (computed from a request's own
-// deadline, say) still has at most one list per tick of durations: in
-// such a list a deadline may stand behind one due up to a tick later, and
-// fire that much later, never early.
 func (s *store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Duration) {
-	l := sd.listLocked(p, (d+s.tick-1)/s.tick)
+	q := d / s.tick
+	if d%s.tick != 0 {
+		q++ // rounded up, without overflowing for Forever
+	}
+	l := sd.listLocked(p, d, q)
 	t.at, t.list = at, l
 	t.next, t.prev = nil, l.tail
 	if l.tail != nil {
