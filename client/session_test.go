@@ -222,3 +222,26 @@ func TestCloseReleasesAtOnceAndEndsHolds(t *testing.T) {
 	held.result(t, nil)
 	eventually(t, "the session closed", func() bool { return s.srv.Stats().Sessions == 1 })
 }
+
+func TestAWaiterWhoseConnectionDropsLeavesTheLine(t *testing.T) {
+	s := serve(t)
+	p := newProxy(t, s.addr)
+	l := openLock(t, dial(t, p.addr()), "invoices")
+	o := openLock(t, dial(t, s.addr), "invoices")
+	r := start(context.Background(), o, 9)
+	r.held(t)
+	w := start(context.Background(), l, 9, locks.Wait(time.Minute))
+	queued(t, s.store, 1)
+	p.cut(true)
+	err := w.wait(t)
+	if status.Code(err) != codes.Unavailable || !strings.HasPrefix(err.Error(), `lock invoices: key "9": `) {
+		t.Fatalf("Hold: %v", err)
+	}
+	eventually(t, "the waiter out of the line", func() bool { return s.store.Stats().Canceled == 1 })
+	if err := r.result(t, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := o.TryHold(context.Background(), 9, noop); !ok || err != nil {
+		t.Fatalf("the key went to a waiter that left: %v, %v", ok, err)
+	}
+}
