@@ -55,6 +55,7 @@ type store struct {
 	origin    time.Time     // the zero of the monotonic instants the timer wheel uses
 	tick      time.Duration // the timer wheel's
 	profile   int           // see ProfileHolds; 0: off
+	times     bool          // see RecordTimes
 	closed    atomic.Bool
 	closeOnce sync.Once
 
@@ -79,6 +80,7 @@ func NewStore(opts ...StoreOption) *Store {
 		origin:   time.Now(),
 		tick:     c.tick,
 		profile:  c.profile,
+		times:    c.times,
 		drained:  make(chan struct{}),
 		sessions: make(map[*Session]struct{}),
 	}
@@ -162,10 +164,19 @@ type Stats struct {
 	Waits    uint64 // holds that stood in a line
 	TimedOut uint64 // waits that passed (Hold failed InUse after waiting)
 	Canceled uint64 // waiters whose context ended in line
-	Revoked  uint64 // leases revoked at their maxHold or by Close
+	Revoked  uint64 // leases revoked: the three below together
 	Limited  uint64 // holds refused because the key's line was full
 	Keys     int    // keys with a holder or a waiter now
 	Running  int    // functions running under a key now (revoked ones too)
+	Waiting  int    // waiters in the keys' lines now
+
+	RevokedMaxHold uint64 // leases revoked at their maxHold
+	RevokedTTL     uint64 // sessions' leases lost at their ttl, unrenewed
+	RevokedClosed  uint64 // leases lost when the store closed
+
+	// With RecordTimes: how long the waiters that were granted stood in
+	// line, and how long keys were held. Empty otherwise.
+	WaitTimes, HoldTimes Histogram
 }
 
 // Stats returns s's figures. Each shard is read under its mutex in turn,
@@ -184,6 +195,13 @@ func (s *Store) Stats() Stats {
 		c.Add(sh.Counts)
 		out.Keys += sh.LenLocked()
 		out.Running += sh.Running
+		out.Waiting += sh.Waiting
+		sd := &s.local[i]
+		out.RevokedMaxHold += sd.revoked[lostMaxHold]
+		out.RevokedTTL += sd.revoked[lostTTL]
+		out.RevokedClosed += sd.revoked[lostClosed]
+		sd.waited.addTo(&out.WaitTimes)
+		sd.held.addTo(&out.HoldTimes)
 		sh.Unlock()
 	}
 	out.Grants, out.Waits, out.TimedOut = c.Grants, c.Waits, c.TimedOut

@@ -11,6 +11,7 @@ func (s *store) revokeLocked(sd *shardLocal, e *keyEntry, r loss) (chan<- state,
 	c := e.Holder
 	c.loseLocked(r)
 	sd.sh.Counts.Revoked++
+	sd.revoked[r]++
 	if t := e.Ticket; t != nil {
 		disarmLocked(t)
 		e.Ticket = nil
@@ -27,6 +28,7 @@ func (s *store) closeShard(sd *shardLocal) {
 	sh.Lock()
 	sh.AllLocked(func(e *keyEntry) bool {
 		for el := e.Line.PopFront(); el != nil; el = e.Line.PopFront() {
+			sh.Waiting--
 			w := el.Value.w
 			w.state = shut
 			disarmLocked(&w.ticket)
@@ -35,6 +37,7 @@ func (s *store) closeShard(sd *shardLocal) {
 		if c := e.Holder; c != nil {
 			c.loseLocked(lostClosed)
 			sh.Counts.Revoked++
+			sd.revoked[lostClosed]++
 			if t := e.Ticket; t != nil {
 				disarmLocked(t)
 			}

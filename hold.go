@@ -265,6 +265,7 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 	w := s.joinLocked(sd, e, c, set, at)
 	if sess != nil && !sess.joinLocked(w, set.ttl, at) {
 		e.Line.Remove(&w.line)
+		sh.Waiting--
 		disarmLocked(&w.ticket)
 		sd.putLocked(hold{w: w})
 		sh.Unlock()
@@ -318,6 +319,7 @@ func (s *store) joinLocked(sd *shardLocal, e *keyEntry, c *holdContext, set sett
 	w := sd.takeWaiterLocked(c, e)
 	w.state, w.maxHold, w.since = waiting, set.maxHold, at
 	e.Line.PushBack(&w.line)
+	sd.sh.Waiting++
 	s.armLocked(sd, &w.ticket, forWait, set.wait, after(at, set.wait))
 	return w
 }
@@ -361,6 +363,7 @@ func (s *store) leave(ctx context.Context, h hold) error {
 	sh.Lock()
 	if w.state == waiting {
 		h.e.Line.Remove(&w.line)
+		sh.Waiting--
 		disarmLocked(&w.ticket)
 		w.state = left
 		sh.Counts.Canceled++
@@ -389,6 +392,9 @@ func (s *store) settled(h hold, got state) error {
 			now, at := s.now()
 			h.c.lease.Granted = now
 			w.grantedAt.Store(int64(at) + 1)
+		}
+		if s.times {
+			w.sd.waited.record(max(h.c.lease.Granted.Sub(s.origin)-w.since, 0))
 		}
 		return nil
 	}
@@ -465,6 +471,9 @@ func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 	var at time.Duration
 	for {
 		el := e.Line.PopFront()
+		if el != nil {
+			sd.sh.Waiting--
+		}
 		if el == nil {
 			e.Holder, e.Ticket = nil, nil
 			sd.sh.DeleteLocked(e)
@@ -502,6 +511,10 @@ func (s *store) release(h hold, fnErr error) error {
 	sh := h.sd.sh
 	var wake chan<- state
 	lost := notLost
+	if s.times {
+		_, now := s.now()
+		h.sd.held.record(max(now-h.c.lease.Granted.Sub(s.origin), 0))
+	}
 	sh.Lock()
 	if h.w == nil || h.w.sess == nil {
 		sh.Running--

@@ -294,6 +294,7 @@ func (s *store) lapse(ms []member, f *firing) {
 			switch {
 			case m.w.state == waiting:
 				e.Line.Remove(&m.w.line)
+				sd.sh.Waiting--
 				disarmLocked(&m.w.ticket)
 				m.w.state = expired
 				f.wake = append(f.wake, wakeup{m.w.ready, expired})
@@ -320,6 +321,7 @@ func (s *store) dismiss(ms []member, why state) {
 		sd.sh.Lock()
 		if m.w.c == m.c && m.w.state == waiting {
 			m.w.entry.Line.Remove(&m.w.line)
+			sd.sh.Waiting--
 			disarmLocked(&m.w.ticket)
 			m.w.state = why
 			f.wake = append(f.wake, wakeup{m.w.ready, why})

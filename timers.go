@@ -75,6 +75,11 @@ type local struct {
 	more    map[listKey]*deadlineList // the rest, rarely any
 	tickets []*ticket                 // bare ones given back, for reuse
 	waiters []*waiter                 // given back, for reuse
+	revoked [lostClosed + 1]uint64    // leases revoked, by reason
+
+	// Durations, recorded with RecordTimes: time in line of the waiters
+	// granted, and time held.
+	waited, held histogram
 }
 
 type listKey struct {
@@ -359,6 +364,7 @@ func (s *store) fire(l *deadlineList, now time.Duration, f *firing) {
 		case forWait:
 			w, e := t.w, t.entry
 			e.Line.Remove(&w.line)
+			sh.Waiting--
 			w.heldFor, w.holderFence = s.heldForLocked(e, now), e.Holder.lease.Fence
 			w.state = timedOut
 			sh.Counts.TimedOut++

@@ -211,8 +211,19 @@ func (d *driver) statsLocked(mcalls []*Call) []string {
 		if rc.granted && !rc.ended {
 			want.Running++
 		}
-		if mc.Reason != "" {
+		switch mc.Reason {
+		case "maxHold":
 			want.Revoked++
+			want.RevokedMaxHold++
+		case "closed":
+			want.Revoked++
+			want.RevokedClosed++
+		case "":
+		default:
+			p = append(p, fmt.Sprintf("call %d lost for %q, a reason the checks do not count", i, mc.Reason))
+		}
+		if mc.Phase == Waiting {
+			want.Waiting++
 		}
 	}
 	if diff := statsDiff(d.store.Stats(), want, true); diff != "" {

@@ -101,11 +101,13 @@ func (s seen) count(want *locks.Stats) string {
 }
 
 // statsDiff returns how got differs from want, or "". With revoked false,
-// Revoked is not compared (a caller does not always see a revocation: a
-// function that ends by panicking, say, after its lease was revoked).
+// the revocations are not compared (a caller does not always see a
+// revocation: a function that ends by panicking, say, after its lease was
+// revoked).
 func statsDiff(got, want locks.Stats, revoked bool) string {
 	if !revoked {
-		got.Revoked, want.Revoked = 0, 0
+		got.Revoked, got.RevokedMaxHold, got.RevokedTTL, got.RevokedClosed = 0, 0, 0, 0
+		want.Revoked, want.RevokedMaxHold, want.RevokedTTL, want.RevokedClosed = 0, 0, 0, 0
 	}
 	if got == want {
 		return ""

@@ -43,6 +43,9 @@ type Shard[H comparable, T any] struct {
 	// counts the functions running on the shard's keys), so that no counter
 	// shared by all shards is written on every hold.
 	Running int
+	// Waiting is a count the owner keeps as Running: the store counts the
+	// waiters in the lines of the shard's keys.
+	Waiting int
 	// Counts are the owner's running totals of what happened on the
 	// shard's keys, kept under its mutex, which the owner holds at each
 	// event anyway: counting costs no atomic and no extra cache line.
@@ -63,6 +66,7 @@ type shardLayout struct {
 	peak    int
 	Fences  lease.Fences
 	Running int
+	Waiting int
 	Counts  Counts
 }
 
@@ -75,7 +79,7 @@ type Counts struct {
 	Waits    uint64 // holders that joined a line
 	TimedOut uint64 // waiters whose wait passed
 	Canceled uint64 // waiters whose context ended in line
-	Revoked  uint64 // leases revoked (maxHold, close)
+	Revoked  uint64 // leases revoked (maxHold, ttl, close)
 	Limited  uint64 // holds refused because the line was full
 }
 

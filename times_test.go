@@ -1,0 +1,55 @@
+package locks_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdline/locks"
+)
+
+// TestStatsGaugesAndTimes: Stats counts waiters now, revocations by
+// reason, and with RecordTimes how long waiters stood in line and keys
+// were held, in the histogram's buckets.
+func TestStatsGaugesAndTimes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newStore(t, locks.RecordTimes())
+		l := openLock(t, st, name)
+		h := holding(t, l, 9)
+		w := queued(t, context.Background(), l, 9, locks.Wait(time.Hour))
+		require.Equal(t, 1, st.Stats().Waiting)
+		time.Sleep(30 * time.Millisecond) // the holder holds 30 ms, the waiter waits as long
+		require.NoError(t, h.finish())
+		<-w.granted
+		time.Sleep(2 * time.Second)
+		require.NoError(t, w.finish())
+
+		require.ErrorIs(t, l.Hold(context.Background(), "m", func(ctx context.Context, _ *locks.Lease) error {
+			<-ctx.Done()
+			return nil
+		}, locks.MaxHold(time.Second)), locks.ErrLost)
+
+		s := st.Stats()
+		require.Zero(t, s.Waiting)
+		require.Equal(t, uint64(1), s.Revoked)
+		require.Equal(t, uint64(1), s.RevokedMaxHold)
+		require.Zero(t, s.RevokedTTL)
+		require.Zero(t, s.RevokedClosed)
+
+		var wait locks.Histogram
+		wait.Counts[3] = 1 // 30 ms: above 25 ms, at most 50 ms
+		wait.Sum = 30 * time.Millisecond
+		require.Equal(t, wait, s.WaitTimes)
+		require.Equal(t, uint64(3), s.HoldTimes.Count())
+		require.Equal(t, uint64(1), s.HoldTimes.Counts[3], "30 ms")
+		require.Equal(t, uint64(1), s.HoldTimes.Counts[7], "1 s")
+		require.Equal(t, uint64(1), s.HoldTimes.Counts[8], "2 s")
+		require.Equal(t, 30*time.Millisecond+3*time.Second, s.HoldTimes.Sum)
+
+		require.NoError(t, st.Close())
+		require.Zero(t, newStore(t).Stats().HoldTimes.Count(), "off unless asked for")
+	})
+}
