@@ -33,6 +33,7 @@ func TestStats(t *testing.T) {
 		require.ErrorIs(t, w.wait(), context.Canceled)
 		// A waiter granted.
 		g := queued(t, context.Background(), l, 9)
+		require.Equal(t, 1, st.Stats().Waiting, "one in line")
 		require.NoError(t, h.finish())
 		<-g.granted
 		require.Equal(t, locks.Stats{Grants: 3, Waits: 3, TimedOut: 1, Canceled: 1, Keys: 1, Running: 1}, st.Stats())
@@ -43,7 +44,7 @@ func TestStats(t *testing.T) {
 		<-m.granted
 		time.Sleep(time.Second)
 		synctest.Wait()
-		require.Equal(t, locks.Stats{Grants: 4, Waits: 3, TimedOut: 1, Canceled: 1, Revoked: 1, Keys: 0, Running: 1}, st.Stats(),
+		require.Equal(t, locks.Stats{Grants: 4, Waits: 3, TimedOut: 1, Canceled: 1, Revoked: 1, RevokedMaxHold: 1, Keys: 0, Running: 1}, st.Stats(),
 			"a revoked function still runs, its key is free")
 		require.ErrorIs(t, m.finish(), locks.ErrLost)
 		require.Equal(t, 0, st.Stats().Running)
