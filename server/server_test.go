@@ -313,6 +313,8 @@ func TestBadRequestsFailInvalidAndChangeNothing(t *testing.T) {
 		_, err := w.rpc.Acquire(ctx, r)
 		wantError(t, err, codes.InvalidArgument, c.want)
 	}
+	_, err := a.release(0)
+	wantError(t, err, codes.InvalidArgument, `the acquire id is 0: invalid`)
 	// The first message of a stream must be an Open with a ttl.
 	for _, req := range []*pb.SessionRequest{
 		{Msg: &pb.SessionRequest_Keepalive{Keepalive: &pb.Keepalive{Seq: 1}}},

@@ -535,6 +535,9 @@ func (v *service) Release(ctx context.Context, req *pb.ReleaseRequest) (*pb.Rele
 		return nil, statusOf(errExpired("", nil))
 	}
 	id := req.GetAcquireId()
+	if id == 0 {
+		return nil, invalid("", nil, "the acquire id is 0")
+	}
 	sess.mu.Lock()
 	if gr, ok := sess.grants[id]; ok {
 		delete(sess.grants, id)
@@ -553,7 +556,7 @@ func (v *service) Release(ctx context.Context, req *pb.ReleaseRequest) (*pb.Rele
 	if p, ok := sess.pending[id]; ok {
 		p.released = true
 		p.cancel()
-	} else if id != 0 && len(sess.released) < sess.srv.cfg.maxPerSession {
+	} else if len(sess.released) < sess.srv.cfg.maxPerSession {
 		sess.released[id] = struct{}{}
 	}
 	sess.mu.Unlock()
