@@ -122,9 +122,10 @@ type sessionRef struct {
 // and opens the client's session, waiting for the server's answer until
 // ctx ends. It fails with the gRPC status of a refused session
 // (Unauthenticated without a known token, ResourceExhausted at the
-// server's limit of sessions, Unavailable when nothing answers). The
-// client owns two goroutines (its session's keepalives and their
-// answers) until Close.
+// server's limit of sessions, Unavailable when nothing answers), or
+// with ctx's error when ctx ends first. Until Close the client owns two
+// goroutines of its own (its session's keepalives, and their answers)
+// besides its gRPC connection's.
 func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 	var cfg config
 	for _, o := range opts {
@@ -247,6 +248,9 @@ func (c *Client) open(ctx context.Context, ref sessionRef) (*stream, *pb.Opened,
 	s, err := c.rpc.Session(c.outgoing(sctx))
 	if err != nil {
 		cancel()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
 		return nil, nil, time.Time{}, err
 	}
 	c.mu.Lock()
@@ -262,7 +266,7 @@ func (c *Client) open(ctx context.Context, ref sessionRef) (*stream, *pb.Opened,
 	ev, err := s.Recv()
 	if err != nil {
 		cancel()
-		if ctx.Err() != nil && status.Code(err) == codes.Canceled {
+		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
 		return nil, nil, time.Time{}, err
