@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"os"
 	"sync"
@@ -99,8 +98,10 @@ type proxy struct {
 	target string
 
 	mu     sync.Mutex
+	thawed *sync.Cond
 	conns  map[net.Conn]struct{}
 	refuse bool
+	frozen bool // bytes read are held until thawed: a partition
 	wg     sync.WaitGroup
 }
 
@@ -111,6 +112,7 @@ func newProxy(t testing.TB, target string) *proxy {
 		t.Fatal(err)
 	}
 	p := &proxy{lis: lis, target: target, conns: make(map[net.Conn]struct{})}
+	p.thawed = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -149,7 +151,23 @@ func (p *proxy) accept() {
 
 func (p *proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.frozen {
+				p.thawed.Wait()
+			}
+			p.mu.Unlock()
+			if _, err := dst.Write(buf[:n]); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()
@@ -175,9 +193,19 @@ func (p *proxy) setRefuse(refuse bool) {
 	p.mu.Unlock()
 }
 
+// freeze holds every byte through the proxy until it thaws, the
+// connections staying open: a network partition.
+func (p *proxy) freeze(frozen bool) {
+	p.mu.Lock()
+	p.frozen = frozen
+	p.thawed.Broadcast()
+	p.mu.Unlock()
+}
+
 func (p *proxy) close() {
 	p.lis.Close()
 	p.cut(true)
+	p.freeze(false)
 	p.wg.Wait()
 }
 

@@ -245,3 +245,39 @@ func TestAWaiterWhoseConnectionDropsLeavesTheLine(t *testing.T) {
 		t.Fatalf("the key went to a waiter that left: %v, %v", ok, err)
 	}
 }
+
+// A partition (the connection open, nothing getting through) longer than
+// the ttl: the client gives the lease up before the server's ttl could
+// hand the key on; once it heals, the late keepalives renew the session
+// but not the lost lease, and the session holds again.
+func TestAPartitionedHolderLosesItsLeaseFirst(t *testing.T) {
+	s := serve(t)
+	p := newProxy(t, s.addr)
+	const ttl = 600 * time.Millisecond
+	l := openLock(t, dial(t, p.addr()), "invoices", locks.TTL(ttl))
+	o := openLock(t, dial(t, s.addr), "invoices", locks.TTL(ttl))
+	r := start(context.Background(), l, 9)
+	ls, fctx := r.held(t)
+	w := start(context.Background(), o, 9, locks.Wait(time.Minute))
+	queued(t, s.store, 1)
+	p.freeze(true)
+	<-fctx.Done()
+	fnEnded := time.Now()
+	wls, _ := w.held(t)
+	if !fnEnded.Before(wls.Granted) || wls.Fence <= ls.Fence {
+		t.Fatalf("the function's context ended at %v, the key went on at %v with fence %d after %d",
+			fnEnded, wls.Granted, wls.Fence, ls.Fence)
+	}
+	p.freeze(false)
+	err := r.result(t, nil)
+	wantMessage(t, err, `lock invoices: key "9": the lease was lost: its ttl ran out`)
+	if err := w.result(t, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Hold(context.Background(), 9, noop); err != nil {
+		t.Fatalf("after the partition: %v", err)
+	}
+	if st := s.srv.Stats(); st.Sessions != 2 {
+		t.Fatalf("sessions %d", st.Sessions)
+	}
+}
