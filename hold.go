@@ -225,12 +225,12 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 		sh.Unlock()
 		return hold{}, newError(Closed, name, text, "the store is closed")
 	}
-	e := sh.LookupLocked(hash, name, text)
+	e := sh.LookupLocked(hash, func(c *holdContext) bool { return c.lease.Key == text && c.lease.Lock == name })
 	if e == nil {
 		if set.maxHold > 0 {
 			now, at = s.now()
 		}
-		e = sh.InsertLocked(hash, name, text)
+		e = sh.InsertLocked(hash)
 		if sess != nil {
 			w := sd.takeWaiterLocked(c, e)
 			w.state = holding
@@ -299,13 +299,13 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option)
 		sh.Unlock()
 		return false, newError(Closed, name, text, "the store is closed")
 	}
-	if sh.LookupLocked(hash, name, text) != nil {
+	if sh.LookupLocked(hash, func(c *holdContext) bool { return c.lease.Key == text && c.lease.Lock == name }) != nil {
 		sh.Unlock()
 		return false, nil
 	}
 	c := newHoldContext(ctx, name, text) // only for a free key
 	now, at := s.now()
-	e := sh.InsertLocked(hash, name, text)
+	e := sh.InsertLocked(hash)
 	sh.Running++
 	t := s.grantLocked(sd, e, c, nil, set.maxHold, now, at)
 	sh.Unlock()

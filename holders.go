@@ -59,7 +59,7 @@ func (s *Store) Holders(lock string, keys ...any) ([]Holder, error) {
 			sd := &s.local[s.table.Index(hash)]
 			sd.sh.Lock()
 			_, now := s.now()
-			if e := sd.sh.LookupLocked(hash, lock, text); e != nil {
+			if e := sd.sh.LookupLocked(hash, func(c *holdContext) bool { return c.lease.Key == text && c.lease.Lock == lock }); e != nil {
 				out = append(out, s.holderLocked(e, now))
 			}
 			sd.sh.Unlock()

@@ -34,8 +34,6 @@ import (
 // DeleteLocked may be reused for another key.
 type Entry[H comparable, T any] struct {
 	hash uint64
-	lock string
-	key  string
 	next *Entry[H, T] // the next entry with the same hash, or the next free one
 
 	// Holder is the key's holder, the zero H when the key is free.

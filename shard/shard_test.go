@@ -11,9 +11,34 @@ import (
 	"github.com/holdline/locks/shard"
 )
 
-type holder struct{ id int }
+// holder is a key's holder as the shard sees it: it names the key.
+type holder struct{ lock, key string }
+
+// insert adds an entry for lock's key, hash h, with a holder naming it.
+func insert(sh *shard.Shard[*holder, *ticket], h uint64, lock, key string) *shard.Entry[*holder, *ticket] {
+	e := sh.InsertLocked(h)
+	e.Holder = &holder{lock, key}
+	return e
+}
+
+// remove lets e's holder go and gives e back.
+func remove(sh *shard.Shard[*holder, *ticket], e *shard.Entry[*holder, *ticket]) {
+	e.Holder = nil
+	sh.DeleteLocked(e)
+}
+
+// lookup finds the entry of lock's key, hash h.
+func lookup(sh *shard.Shard[*holder, *ticket], h uint64, lock, key string) *shard.Entry[*holder, *ticket] {
+	return sh.LookupLocked(h, func(g *holder) bool { return g.lock == lock && g.key == key })
+}
 
 type ticket struct{ id int }
+
+func TestEntryIsSmall(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		assert.Equal(t, uintptr(48), unsafe.Sizeof(shard.Entry[*holder, *ticket]{}), "an entry per held key: 48 bytes, a size class")
+	}
+}
 
 func TestShardIsPaddedToCacheLines(t *testing.T) {
 	size := unsafe.Sizeof(shard.Shard[*holder, *ticket]{})
@@ -54,19 +79,19 @@ func TestInsertLookupDelete(t *testing.T) {
 	sh.Lock()
 	defer sh.Unlock()
 
-	assert.Nil(t, sh.LookupLocked(1, "l", "k"))
-	e := sh.InsertLocked(1, "l", "k")
-	assert.True(t, e.Idle())
-	assert.Same(t, e, sh.LookupLocked(1, "l", "k"))
-	assert.Nil(t, sh.LookupLocked(1, "l", "other"), "same hash, other key")
-	assert.Nil(t, sh.LookupLocked(1, "m", "k"), "same hash, other lock")
+	assert.Nil(t, lookup(sh, 1, "l", "k"))
+	e := sh.InsertLocked(1)
+	assert.True(t, e.Idle(), "a new entry is free, its line empty")
+	e.Holder = &holder{"l", "k"}
+	assert.Same(t, e, lookup(sh, 1, "l", "k"))
+	assert.Nil(t, lookup(sh, 1, "l", "other"), "same hash, other key")
+	assert.Nil(t, lookup(sh, 1, "m", "k"), "same hash, other lock")
 	assert.Equal(t, 1, sh.LenLocked())
 
-	e.Holder = &holder{1}
 	assert.False(t, e.Idle())
 	e.Holder = nil
-	sh.DeleteLocked(e)
-	assert.Nil(t, sh.LookupLocked(1, "l", "k"))
+	remove(sh, e)
+	assert.Nil(t, lookup(sh, 1, "l", "k"))
 	assert.Equal(t, 0, sh.LenLocked())
 }
 
@@ -79,17 +104,17 @@ func TestHashCollisions(t *testing.T) {
 		keys := []string{"a", "b", "c"}
 		es := map[string]*shard.Entry[*holder, *ticket]{}
 		for _, k := range keys {
-			es[k] = sh.InsertLocked(42, "lock", k)
+			es[k] = insert(sh, 42, "lock", k)
 		}
 		for _, k := range keys {
-			require.Same(t, es[k], sh.LookupLocked(42, "lock", k))
+			require.Same(t, es[k], lookup(sh, 42, "lock", k))
 		}
-		sh.DeleteLocked(es[keys[del]])
+		remove(sh, es[keys[del]])
 		for i, k := range keys {
 			if i == del {
-				assert.Nil(t, sh.LookupLocked(42, "lock", k))
+				assert.Nil(t, lookup(sh, 42, "lock", k))
 			} else {
-				assert.Same(t, es[k], sh.LookupLocked(42, "lock", k), "after deleting %s", keys[del])
+				assert.Same(t, es[k], lookup(sh, 42, "lock", k), "after deleting %s", keys[del])
 			}
 		}
 		sh.Unlock()
@@ -102,16 +127,17 @@ func TestFreedEntriesAreReusedUpToALimit(t *testing.T) {
 	defer sh.Unlock()
 	var es []*shard.Entry[*holder, *ticket]
 	for i := 0; i < shard.KeepFree+5; i++ {
-		es = append(es, sh.InsertLocked(uint64(i), "l", fmt.Sprint(i)))
+		es = append(es, insert(sh, uint64(i), "l", fmt.Sprint(i)))
 	}
 	for _, e := range es {
-		sh.DeleteLocked(e)
+		remove(sh, e)
 	}
 	assert.Equal(t, shard.KeepFree, sh.FreeLenLocked())
-	e := sh.InsertLocked(7, "l", "new")
+	e := sh.InsertLocked(7)
 	assert.Equal(t, shard.KeepFree-1, sh.FreeLenLocked())
-	assert.Same(t, e, sh.LookupLocked(7, "l", "new"))
 	assert.True(t, e.Idle(), "a reused entry comes back free, with an empty line")
+	e.Holder = &holder{"l", "new"}
+	assert.Same(t, e, lookup(sh, 7, "l", "new"))
 }
 
 func TestMapShrinksWhenKeysAreGone(t *testing.T) {
@@ -121,14 +147,14 @@ func TestMapShrinksWhenKeysAreGone(t *testing.T) {
 	n := shard.ShrinkMin * 4
 	var es []*shard.Entry[*holder, *ticket]
 	for i := 0; i < n; i++ {
-		es = append(es, sh.InsertLocked(uint64(i), "l", fmt.Sprint(i)))
+		es = append(es, insert(sh, uint64(i), "l", fmt.Sprint(i)))
 	}
 	require.Equal(t, n, sh.PeakLocked())
 	for _, e := range es[:n-1] {
-		sh.DeleteLocked(e)
+		remove(sh, e)
 	}
 	assert.Less(t, sh.PeakLocked(), n/shard.ShrinkAt, "the map was rebuilt at its smaller size")
-	assert.Same(t, es[n-1], sh.LookupLocked(uint64(n-1), "l", fmt.Sprint(n-1)), "what stays is still found")
+	assert.Same(t, es[n-1], lookup(sh, uint64(n-1), "l", fmt.Sprint(n-1)), "what stays is still found")
 }
 
 func TestAllLockedMayDelete(t *testing.T) {
@@ -136,12 +162,12 @@ func TestAllLockedMayDelete(t *testing.T) {
 	sh.Lock()
 	defer sh.Unlock()
 	for i := 0; i < 10; i++ {
-		sh.InsertLocked(uint64(i%3), "l", fmt.Sprint(i)) // chains too
+		insert(sh, uint64(i%3), "l", fmt.Sprint(i)) // chains too
 	}
 	seen := 0
 	sh.AllLocked(func(e *shard.Entry[*holder, *ticket]) bool {
 		seen++
-		sh.DeleteLocked(e)
+		remove(sh, e)
 		return true
 	})
 	assert.Equal(t, 10, seen)
@@ -163,12 +189,12 @@ func TestChurnAllocatesNothing(t *testing.T) {
 	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
 	sh.Lock()
 	defer sh.Unlock()
-	h := &holder{}
+	h := &holder{"l", "k"}
 	allocs := testing.AllocsPerRun(1000, func() {
-		e := sh.InsertLocked(5, "l", "k")
+		e := sh.InsertLocked(5)
 		e.Holder = h
 		e.Holder = nil
-		sh.DeleteLocked(e)
+		remove(sh, e)
 	})
 	assert.Equal(t, 0.0, allocs)
 }

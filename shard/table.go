@@ -102,21 +102,25 @@ func (s *Shard[H, T]) Unlock() { s.mu.Unlock() }
 // LenLocked returns the number of keys with an entry on the shard.
 func (s *Shard[H, T]) LenLocked() int { return len(s.entries) }
 
-// LookupLocked returns the entry of key in lock, whose hash is h, or nil.
-// One map lookup; no allocation.
-func (s *Shard[H, T]) LookupLocked(h uint64, lock, key string) *Entry[H, T] {
+// LookupLocked returns the entry of the key whose hash is h and whose
+// holder is the key's as match says, or nil. An entry keeps no name of its
+// key: its holder does (an entry has a holder whenever the shard's mutex
+// is free), which keeps an entry to 48 bytes. One map lookup, match called
+// once per entry of that hash (almost always one); no allocation.
+func (s *Shard[H, T]) LookupLocked(h uint64, match func(H) bool) *Entry[H, T] {
 	for e := s.entries[h]; e != nil; e = e.next {
-		if e.key == key && e.lock == lock {
+		if match(e.Holder) {
 			return e
 		}
 	}
 	return nil
 }
 
-// InsertLocked adds an entry for key in lock, whose hash is h, and returns
-// it, free and with an empty line. The key must not have an entry already.
-// It reuses a freed entry when the shard has one.
-func (s *Shard[H, T]) InsertLocked(h uint64, lock, key string) *Entry[H, T] {
+// InsertLocked adds an entry for a key whose hash is h and returns it,
+// free and with an empty line; the caller gives it its holder before it
+// lets the shard's mutex go. The key must not have an entry already. It
+// reuses a freed entry when the shard has one.
+func (s *Shard[H, T]) InsertLocked(h uint64) *Entry[H, T] {
 	e := s.free
 	if e != nil {
 		s.free, e.next = e.next, nil
@@ -124,7 +128,7 @@ func (s *Shard[H, T]) InsertLocked(h uint64, lock, key string) *Entry[H, T] {
 	} else {
 		e = new(Entry[H, T])
 	}
-	e.hash, e.lock, e.key = h, lock, key
+	e.hash = h
 	e.next = s.entries[h] // chain a rare same-hash neighbour behind it
 	s.entries[h] = e
 	if n := len(s.entries); n > s.peak {
@@ -154,7 +158,7 @@ func (s *Shard[H, T]) DeleteLocked(e *Entry[H, T]) {
 	// Clear only what points elsewhere: the line is empty and its root
 	// points at itself, the holder is the zero H (DeleteLocked's rule).
 	var none T
-	e.lock, e.key, e.next, e.Ticket = "", "", nil, none
+	e.next, e.Ticket = nil, none
 	if s.nfree < keepFree {
 		e.next, s.free = s.free, e
 		s.nfree++

@@ -4,10 +4,11 @@
 // the middle of the line in O(1).
 //
 // The shape is that of container/list and of the Go runtime's channel
-// waitq (runtime/chan.go): a sentinel root closes the list into a ring, so
-// no operation has a nil case, and every Element keeps a back-pointer to the
-// List it is in, so Remove can tell a member from a stranger and a double
-// removal is harmless.
+// waitq (runtime/chan.go), without container/list's sentinel: the elements
+// close into a ring whose front the List points at, so that a List is two
+// words, and every Element keeps a back-pointer to the List it is in, so
+// Remove can tell a member from a stranger and a double removal is
+// harmless.
 //
 // A List is a plain data structure and is not safe for concurrent use: its
 // owner (a shard of keys, in package shard) guards it with its own mutex.
@@ -29,26 +30,19 @@ func (e *Element[T]) InList() bool { return e.list != nil }
 // Next returns the element behind e in its list, or nil if e is last or not
 // in a list.
 func (e *Element[T]) Next() *Element[T] {
-	if e.list == nil || e.next == &e.list.root {
+	if e.list == nil || e.next == e.list.head {
 		return nil
 	}
 	return e.next
 }
 
 // List is a FIFO line of Elements. The zero value is an empty list ready to
-// use. A List must not be copied after first use (its root points at
-// itself). Not safe for concurrent use.
+// use. Its elements form a ring, the front's prev being the back, so that
+// a List is two words: one for each key of a table costs little. Not safe
+// for concurrent use.
 type List[T any] struct {
-	root Element[T] // sentinel: root.next is the front, root.prev the back
+	head *Element[T] // the front; nil when empty
 	len  int
-}
-
-// lazyInit makes the zero List a ring of one, so the sentinel is never nil.
-func (l *List[T]) lazyInit() {
-	if l.root.next == nil {
-		l.root.next = &l.root
-		l.root.prev = &l.root
-	}
 }
 
 // Len returns the number of elements in l. O(1).
@@ -56,12 +50,7 @@ func (l *List[T]) Len() int { return l.len }
 
 // Front returns the first element of l (the longest waiting), or nil if l
 // is empty. O(1).
-func (l *List[T]) Front() *Element[T] {
-	if l.len == 0 {
-		return nil
-	}
-	return l.root.next
-}
+func (l *List[T]) Front() *Element[T] { return l.head }
 
 // PushBack puts e at the back of l. O(1), no allocation. It panics if e is
 // already in a list: a waiter stands in one line at a time.
@@ -69,11 +58,15 @@ func (l *List[T]) PushBack(e *Element[T]) {
 	if e.list != nil {
 		panic("waitq: PushBack of an element already in a list")
 	}
-	l.lazyInit()
-	last := l.root.prev
-	e.prev, e.next = last, &l.root
-	last.next = e
-	l.root.prev = e
+	if l.head == nil {
+		e.next, e.prev = e, e
+		l.head = e
+	} else {
+		last := l.head.prev
+		e.prev, e.next = last, l.head
+		last.next = e
+		l.head.prev = e
+	}
 	e.list = l
 	l.len++
 }
@@ -81,7 +74,7 @@ func (l *List[T]) PushBack(e *Element[T]) {
 // PopFront removes and returns the first element of l, or nil if l is
 // empty. O(1).
 func (l *List[T]) PopFront() *Element[T] {
-	e := l.Front()
+	e := l.head
 	if e != nil {
 		l.unlink(e)
 	}
@@ -101,8 +94,15 @@ func (l *List[T]) Remove(e *Element[T]) bool {
 // unlink removes e from l and clears its links, so a stale pointer through
 // e cannot reach the list again.
 func (l *List[T]) unlink(e *Element[T]) {
-	e.prev.next = e.next
-	e.next.prev = e.prev
+	if e.next == e { // the only one
+		l.head = nil
+	} else {
+		e.prev.next = e.next
+		e.next.prev = e.prev
+		if l.head == e {
+			l.head = e.next
+		}
+	}
 	e.next, e.prev, e.list = nil, nil, nil
 	l.len--
 }
