@@ -453,6 +453,14 @@ func (c *Client) reopened(ref sessionRef, opened *pb.Opened, sent time.Time) {
 	} else if sent.After(c.renewed) {
 		c.renewed = sent
 	}
+	c.retryReleasesLocked()
+}
+
+// retryReleasesLocked sends again the releases that failed in the
+// transport. Until one arrives, its grant is held and renewed with the
+// session, so they are retried on every renewal the server answers and
+// on every new stream.
+func (c *Client) retryReleasesLocked() {
 	for id, gen := range c.releases {
 		delete(c.releases, id)
 		if gen == c.sess.gen {
@@ -467,6 +475,7 @@ func (c *Client) renewedAt(at time.Time) {
 	if at.After(c.renewed) {
 		c.renewed = at
 	}
+	c.retryReleasesLocked()
 	c.mu.Unlock()
 }
 
@@ -514,10 +523,10 @@ func (c *Client) endLocked(e *entry, lost, closed *locks.Error) {
 // releaseInBackgroundLocked lets grant id of session generation gen go in
 // a goroutine of the client's: for an Acquire whose answer never came
 // (the server may have granted it), or a release that failed in the
-// transport. If it fails again it waits for the next stream.
+// transport. If it fails again it is retried (see retryReleasesLocked).
 func (c *Client) releaseInBackgroundLocked(id, gen uint64, ttl time.Duration) {
-	if c.closed || gen != c.sess.gen {
-		return // a closed session released everything
+	if c.closed || gen != c.sess.gen || c.sess.id == nil {
+		return // a closed or ended session let everything go
 	}
 	ref := c.sess
 	c.bgWG.Add(1)
@@ -537,7 +546,7 @@ func (c *Client) releaseInBackgroundLocked(id, gen uint64, ttl time.Duration) {
 }
 
 // releaseTimeout bounds a Release call: a ttl, at most 10 s; past it the
-// release is sent again on the next stream.
+// release is retried (see retryReleasesLocked).
 func releaseTimeout(ttl time.Duration) time.Duration {
 	return max(min(ttl, 10*time.Second), 50*time.Millisecond)
 }

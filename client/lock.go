@@ -289,8 +289,8 @@ func (c *Client) run(e *entry, fn locks.HoldFunc) (err error) {
 // release lets e's key go once fn has returned (fnErr), and returns what
 // Hold returns: the Lost error wrapping fnErr if the lease was lost
 // (pushed, found lost by the server at the release, or given up by the
-// client), fnErr otherwise. A release that fails in the transport is sent
-// again on the next stream.
+// client), fnErr otherwise. A release that fails in the transport is
+// retried in the background (see retryReleasesLocked).
 func (c *Client) release(e *entry, fnErr error) error {
 	e.ctx.mark.ended.Store(true)
 	c.mu.Lock()
