@@ -62,6 +62,9 @@ const (
 	// MaxMessageSize is the largest request a server reads, in bytes: a
 	// key is at most locks.MaxKeyLen bytes, so no good request comes near.
 	MaxMessageSize = 64 << 10
+	// OpenWait is how long a session stream may go without its Open
+	// before the server ends it (DeadlineExceeded).
+	OpenWait = 10 * time.Second
 )
 
 // ErrPlaintext is what Serve returns for a listener on an address that is
@@ -115,6 +118,7 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by id
 	closing  bool
+	stopping chan struct{} // closed when Shutdown begins
 
 	recv     sync.WaitGroup // the receiving goroutines of session streams
 	shutOnce sync.Once
@@ -137,7 +141,7 @@ func New(store *locks.Store, opts ...Option) (*Server, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{store: store, cfg: c, log: c.log, sessions: make(map[string]*session)}
+	s := &Server{store: store, cfg: c, log: c.log, sessions: make(map[string]*session), stopping: make(chan struct{})}
 	gopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageSize),
 		grpc.ChainUnaryInterceptor(s.authUnary),
@@ -231,6 +235,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutOnce.Do(func() {
 		s.mu.Lock()
 		s.closing = true
+		close(s.stopping)
 		list := make([]*session, 0, len(s.sessions))
 		for _, sess := range s.sessions {
 			list = append(list, sess)

@@ -535,3 +535,26 @@ func TestPlaintextRefusedOffLoopback(t *testing.T) {
 		}
 	}
 }
+
+func TestAStreamWithoutOpenHoldsUpNoShutdown(t *testing.T) {
+	_, srv, addr := serve(t)
+	w := connect(t, addr, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := w.rpc.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the stream reaches the server, and says nothing
+	begin := time.Now()
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := time.Since(begin); d > time.Second {
+		t.Fatalf("Shutdown took %v", d)
+	}
+	_, err = st.Recv()
+	wantCode(t, err, codes.Unavailable)
+}

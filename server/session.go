@@ -113,7 +113,7 @@ func (s *Server) lookup(ctx context.Context, id, secret []byte) *session {
 func (v *service) Session(stream pb.Locks_SessionServer) error {
 	s := v.s
 	ctx := stream.Context()
-	req, err := stream.Recv()
+	req, err := s.first(stream)
 	if err != nil {
 		return err
 	}
@@ -174,6 +174,35 @@ func (v *service) Session(stream pb.Locks_SessionServer) error {
 			sess.detach(a)
 			return endErr
 		}
+	}
+}
+
+// first returns the first message of a session stream, waiting for it
+// OpenWait at most, and not past the start of a Shutdown: a stream that
+// says nothing holds nothing but a goroutine, and not for long.
+func (s *Server) first(stream pb.Locks_SessionServer) (*pb.SessionRequest, error) {
+	type received struct {
+		req *pb.SessionRequest
+		err error
+	}
+	got := make(chan received, 1)
+	s.recv.Add(1)
+	go func() { // ends when the stream does, at the latest
+		defer s.recv.Done()
+		req, err := stream.Recv()
+		got <- received{req, err}
+	}()
+	t := time.NewTimer(OpenWait)
+	defer t.Stop()
+	select {
+	case r := <-got:
+		return r.req, r.err
+	case <-t.C:
+		return nil, status.Error(codes.DeadlineExceeded, "no Open within "+OpenWait.String())
+	case <-s.stopping:
+		return nil, status.Error(codes.Unavailable, "the server is shutting down")
+	case <-stream.Context().Done():
+		return nil, stream.Context().Err()
 	}
 }
 
