@@ -499,11 +499,15 @@ func (v *service) Acquire(ctx context.Context, req *pb.AcquireRequest) (*pb.Acqu
 		sess.mu.Unlock()
 		return nil, statusOf(err)
 	}
-	if p.released || ctx.Err() != nil || sess.closed {
+	if closed := sess.closed; closed || p.released || ctx.Err() != nil {
 		sess.mu.Unlock()
-		// The caller went away, or let it go, as it was granted: the key
-		// goes on, as in-process for a waiter whose ctx ended.
+		// The session closed, or the caller went away or let it go, as it
+		// was granted: the key goes on, as in-process for a waiter whose
+		// ctx ended.
 		g.Release()
+		if closed {
+			return nil, statusOf(&locks.Error{Kind: locks.Closed, Lock: name, Key: string(key), Reason: "the session is closed"})
+		}
 		return nil, statusOf(&locks.Error{Kind: locks.Canceled, Lock: name, Key: string(key),
 			Reason: "the hold's context ended", Cause: context.Canceled})
 	}
