@@ -12,7 +12,11 @@
 //	                     optionally followed by lock-name prefixes it is limited to
 //	--tls-cert FILE      serve TLS with this certificate (PEM) ...
 //	--tls-key FILE       ... and its key
-//	--admin ADDR         serve /debug/pprof/ and /metrics on this loopback address
+//	--admin ADDR         serve /debug/pprof/ and /metrics (Prometheus: the store's
+//	                     figures with histograms of time in line and held, sessions,
+//	                     the Go runtime's) on this loopback address
+//	--profile-holds N    record the stack of one hold in N, for the
+//	                     holdline.locks.holds profile under /debug/pprof/
 //	--max-sessions N     sessions kept at once (default 10000)
 //	--max-per-session N  grants and waits of one session at once (default 1000)
 //	--log-level LEVEL    debug, info, warn or error (default info)
@@ -39,7 +43,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/holdline/locks"
+	"github.com/holdline/locks/metrics"
 	"github.com/holdline/locks/server"
 )
 
@@ -70,6 +79,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	maxPerSession := fs.Int("max-per-session", server.DefaultMaxPerSession, "grants and waits of one session at once")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 10*time.Second, "how long calls get to end at shutdown")
+	profileHolds := fs.Int("profile-holds", 0, "record the stack of one hold in N in the holdline.locks.holds profile (0: off)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -113,7 +123,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		}
 	}
 
-	store := locks.NewStore()
+	storeOpts := []locks.StoreOption{locks.RecordTimes()}
+	if *profileHolds > 0 {
+		storeOpts = append(storeOpts, locks.ProfileHolds(*profileHolds))
+	}
+	store := locks.NewStore(storeOpts...)
 	srv, err := server.New(store, opts...)
 	if err != nil {
 		store.Close()
@@ -134,7 +148,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 			return err
 		}
 		adminAddr = alis.Addr()
-		adminSrv = &http.Server{Handler: adminMux(srv), ReadHeaderTimeout: 10 * time.Second}
+		adminSrv = &http.Server{Handler: adminMux(srv, store), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := adminSrv.Serve(alis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("admin", "err", err)
@@ -169,33 +183,25 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	return serveErr
 }
 
-// adminMux serves pprof's pages and the server's figures.
-func adminMux(srv *server.Server) *http.ServeMux {
+// adminMux serves pprof's pages and the figures of the server and its
+// store, with the Go runtime's and the process's, in Prometheus's format.
+func adminMux(srv *server.Server, store *locks.Store) *http.ServeMux {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		metrics.NewCollector(store),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "locksd_sessions", Help: "Open sessions, with a stream or waiting to be resumed."},
+			func() float64 { return float64(srv.Stats().Sessions) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "locksd_streams", Help: "Sessions with a stream."},
+			func() float64 { return float64(srv.Stats().Streams) }),
+	)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		st := srv.Stats()
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		for _, m := range []struct {
-			name, kind, help string
-			v                uint64
-		}{
-			{"locks_grants_total", "counter", "Keys given to a holder.", st.Grants},
-			{"locks_waits_total", "counter", "Holds that stood in a line.", st.Waits},
-			{"locks_timed_out_total", "counter", "Waits that passed.", st.TimedOut},
-			{"locks_canceled_total", "counter", "Waiters whose context ended in line.", st.Canceled},
-			{"locks_revoked_total", "counter", "Leases revoked at their maxHold or by close.", st.Revoked},
-			{"locks_limited_total", "counter", "Holds refused because the key's line was full.", st.Limited},
-			{"locks_keys", "gauge", "Keys with a holder or a waiter.", uint64(st.Keys)},
-			{"locksd_sessions", "gauge", "Open sessions.", uint64(st.Sessions)},
-			{"locksd_streams", "gauge", "Sessions with a stream.", uint64(st.Streams)},
-		} {
-			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.kind, m.name, m.v)
-		}
-	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux
 }

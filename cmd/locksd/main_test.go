@@ -58,7 +58,7 @@ func TestServeHoldAndShutDown(t *testing.T) {
 	done := make(chan error, 1)
 	var logs strings.Builder
 	go func() {
-		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--tokens", tokens, "--log-level", "debug"},
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--tokens", tokens, "--log-level", "debug", "--profile-holds", "1"},
 			&syncWriter{w: &logs}, func(g, a net.Addr) { addrs <- [2]net.Addr{g, a} })
 	}()
 	var grpcAddr, adminAddr string
@@ -83,7 +83,12 @@ func TestServeHoldAndShutDown(t *testing.T) {
 		t.Fatalf("HoldValue: %d, %v", fence, err)
 	}
 
-	for path, want := range map[string]string{"/metrics": "locks_grants_total 1\n", "/debug/pprof/": "goroutine"} {
+	for path, want := range map[string]string{
+		"/metrics":      "locks_grants_total 1\n",
+		"/metrics#":     "locksd_sessions 1\n",
+		"/debug/pprof/": "holdline.locks.holds",
+	} {
+		path = strings.TrimSuffix(path, "#")
 		resp, err := http.Get("http://" + adminAddr + path)
 		if err != nil {
 			t.Fatal(err)
