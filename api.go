@@ -59,6 +59,9 @@ type store struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 
+	cyclesMu sync.Mutex
+	blocked  map[*holdContext][]edge // waiters made inside these holds (cycles.go)
+
 	sessionsMu sync.Mutex
 	sessions   map[*Session]struct{} // open ones, closed with the store
 
@@ -83,6 +86,7 @@ func NewStore(opts ...StoreOption) *Store {
 		times:    c.times,
 		drained:  make(chan struct{}),
 		sessions: make(map[*Session]struct{}),
+		blocked:  make(map[*holdContext][]edge),
 	}
 	s.local = make([]shardLocal, s.table.Len())
 	for i := range s.local {

@@ -303,19 +303,48 @@ const (
 // ctx.Value lookup per enclosing mark, one in all when there is none; no
 // allocation.
 func enclosing(ctx context.Context, lock, key string) conflict {
+	c, _ := enclosingHold(ctx, lock, key)
+	return c
+}
+
+// enclosingHold is enclosing, and also reports whether some hold that has
+// not ended encloses ctx: a hold made there can close a cycle of holds
+// waiting on each other (see cycles.go).
+func enclosingHold(ctx context.Context, lock, key string) (conflict, bool) {
+	inside := false
 	v := ctx.Value(markKey{})
 	for v != nil {
 		switch m := v.(type) {
 		case txMark:
-			return inTransaction
+			return inTransaction, inside
 		case *holdContext:
-			if m.lease.Lock == lock && m.lease.Key == key && !m.ended() {
-				return nested
+			if !m.ended() {
+				if m.lease.Lock == lock && m.lease.Key == key {
+					return nested, true
+				}
+				inside = true
 			}
 			v = m.parent.Value(markKey{})
 		default:
-			return noConflict
+			return noConflict, inside
 		}
 	}
-	return noConflict
+	return noConflict, inside
+}
+
+// enclosingHolds returns the holds that have not ended enclosing ctx,
+// nearest first.
+func enclosingHolds(ctx context.Context) []*holdContext {
+	var out []*holdContext
+	for v := ctx.Value(markKey{}); v != nil; {
+		m, ok := v.(*holdContext)
+		if !ok {
+			break
+		}
+		if !m.ended() {
+			out = append(out, m)
+		}
+		v = m.parent.Value(markKey{})
+	}
+	return out
 }

@@ -152,7 +152,8 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) er
 		return err
 	}
 	name := l.state.name
-	switch enclosing(ctx, name, text) {
+	conflict, inside := enclosingHold(ctx, name, text)
+	switch conflict {
 	case inTransaction:
 		return newError(Invalid, name, text, "held inside a transaction")
 	case nested:
@@ -161,6 +162,7 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) er
 	if p := l.store.profileHold(); p != nil {
 		defer unprofile(p)
 	}
+	set.inside = inside
 	h, err := l.acquire(ctx, text, set, nil)
 	if err != nil {
 		return err
@@ -273,6 +275,14 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 	}
 	h := hold{c: c, sd: sd, e: e, t: &w.ticket, w: w}
 	sh.Unlock()
+	if set.inside {
+		done, err := s.cycleCheck(ctx, h)
+		if err != nil {
+			s.withdraw(h)
+			return hold{}, err
+		}
+		defer done()
+	}
 	if err := s.await(ctx, h); err != nil {
 		return hold{}, err
 	}
@@ -378,6 +388,32 @@ func (s *store) leave(ctx context.Context, h hold) error {
 		return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx)
 	}
 	return s.settled(h, settled)
+}
+
+// withdraw takes a waiter out of its line for the store's own reason (it
+// would close a cycle): as leave does for an ended context, but counted as
+// neither a cancelled wait nor, if it was granted meanwhile, a grant.
+func (s *store) withdraw(h hold) {
+	sh, w := h.sd.sh, h.w
+	sh.Lock()
+	if w.state == waiting {
+		h.e.Line.Remove(&w.line)
+		sh.Waiting--
+		disarmLocked(&w.ticket)
+		w.state = left
+		h.sd.putLocked(h)
+		sh.Unlock()
+		return
+	}
+	sh.Unlock()
+	if got := <-w.ready; got != holding {
+		s.settled(h, got) // gives the record back
+		return
+	}
+	sh.Lock()
+	sh.Counts.Grants--
+	sh.Unlock()
+	s.release(h, nil)
 }
 
 // settled returns what a waiter woken in the state got answers: nil when it

@@ -46,12 +46,14 @@ func (l *Lock) HoldAll(ctx context.Context, keys []any, fn func(ctx context.Cont
 		return err
 	}
 	for _, text := range texts {
-		switch enclosing(ctx, name, text) {
+		conflict, inside := enclosingHold(ctx, name, text)
+		switch conflict {
 		case inTransaction:
 			return newError(Invalid, name, text, "held inside a transaction")
 		case nested:
 			return newError(Invalid, name, text, "held inside a hold of the same key")
 		}
+		set.inside = set.inside || inside
 	}
 	if p := l.store.profileHold(); p != nil {
 		defer unprofile(p)
@@ -82,6 +84,7 @@ func (l *Lock) acquireAll(ctx context.Context, texts []string, set settings) ([]
 	parent := ctx
 	for _, text := range texts {
 		each := set
+		each.inside = set.inside || len(holds) > 0 // the keys held so far wait with it
 		if set.wait != Forever {
 			_, now := s.now()
 			each.wait = max(set.wait-(now-start), 0)

@@ -77,6 +77,7 @@ type settings struct {
 	ttl     time.Duration
 	maxHold time.Duration // 0: off
 	wait    time.Duration
+	inside  bool // the hold is made inside another (see cycles.go)
 }
 
 // apply applies opts to st, or returns what is wrong with the first bad
