@@ -135,7 +135,10 @@ func (p *proxy) accept() {
 			in.Close()
 			continue
 		}
-		out, err := net.Dial("tcp", p.target)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		out, err := net.Dial("tcp", target)
 		if err != nil {
 			in.Close()
 			continue
@@ -190,6 +193,13 @@ func (p *proxy) cut(refuse bool) {
 func (p *proxy) setRefuse(refuse bool) {
 	p.mu.Lock()
 	p.refuse = refuse
+	p.mu.Unlock()
+}
+
+// retarget sends new connections to target.
+func (p *proxy) retarget(target string) {
+	p.mu.Lock()
+	p.target = target
 	p.mu.Unlock()
 }
 

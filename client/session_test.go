@@ -281,3 +281,27 @@ func TestAPartitionedHolderLosesItsLeaseFirst(t *testing.T) {
 		t.Fatalf("sessions %d", st.Sessions)
 	}
 }
+
+// The server shuts down under a running hold, and a new one comes up at
+// the same address: the hold is lost ("its store closed"), and the client
+// goes on with a new session of the new server.
+func TestANewServerAtTheSameAddress(t *testing.T) {
+	s1 := serve(t)
+	p := newProxy(t, s1.addr)
+	l := openLock(t, dial(t, p.addr()), "invoices")
+	r := start(context.Background(), l, 9)
+	_, fctx := r.held(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s2 := serve(t)
+	p.retarget(s2.addr)
+	if err := s1.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-fctx.Done()
+	wantMessage(t, r.result(t, nil), `lock invoices: key "9": the lease was lost: its store closed`)
+	eventually(t, "a hold through the new server", func() bool { return l.Hold(context.Background(), 9, noop) == nil })
+	if st := s2.store.Stats(); st.Grants == 0 {
+		t.Fatalf("the new server granted nothing: %+v", st)
+	}
+}
