@@ -178,8 +178,12 @@ type Stats struct {
 	RevokedTTL     uint64 // sessions' leases lost at their ttl, unrenewed
 	RevokedClosed  uint64 // leases lost when the store closed
 
-	// With RecordTimes: how long the waiters that were granted stood in
-	// line, and how long keys were held. Empty otherwise.
+	// TimesRecorded reports whether the store was made with RecordTimes:
+	// then WaitTimes and HoldTimes count how long the waiters that were
+	// granted stood in line, and how long keys were held (from the grant
+	// until the holder let go, or its function returned). They are empty
+	// otherwise.
+	TimesRecorded        bool
 	WaitTimes, HoldTimes Histogram
 }
 
@@ -204,6 +208,7 @@ func (s *Store) Stats() Stats {
 		out.RevokedMaxHold += sd.revoked[lostMaxHold]
 		out.RevokedTTL += sd.revoked[lostTTL]
 		out.RevokedClosed += sd.revoked[lostClosed]
+		out.TimesRecorded = s.times
 		sd.waited.addTo(&out.WaitTimes)
 		sd.held.addTo(&out.HoldTimes)
 		sh.Unlock()

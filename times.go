@@ -15,10 +15,12 @@ var HistogramBounds = [...]time.Duration{
 
 // Histogram counts durations in buckets: Counts[i] those above the bound
 // before HistogramBounds[i] and at most it, the last count those above
-// every bound. Sum is the total of the durations counted.
+// every bound. Sum is the total of the durations counted, in seconds: a
+// float, since the time held by thousands of holders adds up past what a
+// time.Duration holds within weeks.
 type Histogram struct {
 	Counts [len(HistogramBounds) + 1]uint64
-	Sum    time.Duration
+	Sum    float64
 }
 
 // Count returns how many durations h counted.
@@ -35,7 +37,7 @@ func (h Histogram) Count() uint64 {
 // mutex. Each shard has its own, so no counter is shared by all shards.
 type histogram struct {
 	counts [len(HistogramBounds) + 1]atomic.Uint64
-	sum    atomic.Int64
+	sum    atomic.Uint64 // in microseconds: enough for millennia of holds
 }
 
 // record counts d. O(buckets).
@@ -45,7 +47,7 @@ func (h *histogram) record(d time.Duration) {
 		i++
 	}
 	h.counts[i].Add(1)
-	h.sum.Add(int64(d))
+	h.sum.Add(uint64(d / time.Microsecond))
 }
 
 // addTo adds what h counted to out.
@@ -53,5 +55,5 @@ func (h *histogram) addTo(out *Histogram) {
 	for i := range h.counts {
 		out.Counts[i] += h.counts[i].Load()
 	}
-	out.Sum += time.Duration(h.sum.Load())
+	out.Sum += float64(h.sum.Load()) / 1e6
 }

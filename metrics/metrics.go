@@ -32,7 +32,6 @@ package metrics
 
 import (
 	"maps"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -99,11 +98,6 @@ type Collector struct {
 	grants, waits, timedOut, canceled, revoked, lineFull *prometheus.Desc
 	keys, running, waiters                               *prometheus.Desc
 	waitTimes, holdTimes                                 *prometheus.Desc
-
-	// timesSeen latches once the store's histograms have counted
-	// anything: Stats does not say whether the store records times, and
-	// a store that counted one duration does.
-	timesSeen atomic.Bool
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -115,11 +109,9 @@ var _ prometheus.Collector = (*Collector)(nil)
 // The histograms of time in line and time held are counted only by a
 // store made with locks.RecordTimes(). Without it the store's histograms
 // stay empty, and reporting them would tell a dashboard that no hold ever
-// waited or was held, so the Collector leaves them out until the store's
-// histograms count their first duration (a hold let go, or a waiter
-// granted) and reports them from then on. A store made with RecordTimes
-// thus shows them from its first hold let go; one made without never
-// does. The counters and gauges are always reported.
+// waited or was held, so the Collector leaves them out (Stats'
+// TimesRecorded says which store it is). The counters and gauges are
+// always reported.
 func NewCollector(store *locks.Store, opts ...Option) *Collector {
 	if store == nil {
 		panic("metrics: NewCollector: the store is nil")
@@ -188,10 +180,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	send(ch, c.running, prometheus.GaugeValue, float64(s.Running))
 	send(ch, c.waiters, prometheus.GaugeValue, float64(s.Waiting))
 
-	if !c.timesSeen.Load() && s.WaitTimes.Count()+s.HoldTimes.Count() > 0 {
-		c.timesSeen.Store(true)
-	}
-	if c.timesSeen.Load() {
+	if s.TimesRecorded {
 		sendHistogram(ch, c.waitTimes, s.WaitTimes)
 		sendHistogram(ch, c.holdTimes, s.HoldTimes)
 	}
@@ -230,7 +219,7 @@ func sendHistogram(ch chan<- prometheus.Metric, d *prometheus.Desc, h locks.Hist
 		buckets[b] = cum
 	}
 	count := cum + h.Counts[len(bounds)]
-	m, err := prometheus.NewConstHistogram(d, count, h.Sum.Seconds(), buckets)
+	m, err := prometheus.NewConstHistogram(d, count, h.Sum, buckets)
 	if err != nil {
 		m = prometheus.NewInvalidMetric(d, err)
 	}
