@@ -105,6 +105,7 @@ func (w *wire) open(ttl time.Duration) (*session, error) {
 		return nil, err
 	}
 	if err := st.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: &pb.Open{TtlNs: int64(ttl)}}}); err != nil {
+		_, err = st.Recv() // io.EOF from Send: the stream's status is Recv's
 		cancel()
 		return nil, err
 	}
