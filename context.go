@@ -325,6 +325,11 @@ func enclosingHold(ctx context.Context, lock, key string) (conflict, bool) {
 				inside = true
 			}
 			v = m.parent.Value(markKey{})
+		case *foreignHold:
+			if m.lock == lock && m.key == key && !m.ended() {
+				return nested, inside
+			}
+			v = m.Context.Value(markKey{})
 		default:
 			return noConflict, inside
 		}
@@ -337,14 +342,17 @@ func enclosingHold(ctx context.Context, lock, key string) (conflict, bool) {
 func enclosingHolds(ctx context.Context) []*holdContext {
 	var out []*holdContext
 	for v := ctx.Value(markKey{}); v != nil; {
-		m, ok := v.(*holdContext)
-		if !ok {
-			break
+		switch m := v.(type) {
+		case *holdContext:
+			if !m.ended() {
+				out = append(out, m)
+			}
+			v = m.parent.Value(markKey{})
+		case *foreignHold: // not this store's: no part of its cycles
+			v = m.Context.Value(markKey{})
+		default:
+			return out
 		}
-		if !m.ended() {
-			out = append(out, m)
-		}
-		v = m.parent.Value(markKey{})
 	}
 	return out
 }

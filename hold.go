@@ -297,7 +297,7 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option)
 	}
 	for _, o := range opts {
 		if o.kind == optWait {
-			return false, newError(Invalid, l.state.name, text, "TryHold never waits: Wait is not one of its options")
+			return false, newError(Invalid, l.state.name, text, tryWaitWhy)
 		}
 	}
 	s, name := l.store, l.state.name
