@@ -78,6 +78,7 @@ type config struct {
 	quick     bool
 	run       *regexp.Regexp
 	json      string
+	markdown  string
 	cpuprof   string
 	memprof   string
 	mutexprof string
@@ -89,12 +90,13 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	cpu := fs.String("cpu", "1,2", "comma-separated list of GOMAXPROCS values to run every scenario at")
 	count := fs.Int("count", 3, "repetitions of each throughput scenario (median reported); -quick: 1")
-	benchtime := fs.Duration("benchtime", 200*time.Millisecond, "time each peer runs in a throughput scenario per repetition; -quick: 100ms")
+	benchtime := fs.Duration("benchtime", 200*time.Millisecond, "time each peer runs in a throughput scenario per repetition; -quick: 150ms")
 	scale := fs.Int("size", 1_000_000, "deadlines pending and keys held at once in the experiments at scale; -quick: 100,000")
 	grants := fs.Int("grants", 10_000, "grants of the fairness scenario")
-	quick := fs.Bool("quick", false, "run everything in under a minute: -count 1, -benchtime 100ms, -size 100000 unless given")
+	quick := fs.Bool("quick", false, "run everything in under a minute: -count 1, -benchtime 150ms, -size 100000 unless given")
 	run := fs.String("run", "", "run only the scenario=NAME/peer=PEER names matching this regexp")
 	js := fs.String("json", "", "write every figure and verdict to this JSON file")
+	md := fs.String("markdown", "", "write the README's comparison table (locks and the peers as ratios to floor-contract) to this file")
 	cpuprof := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (a bare name goes into pprof/)")
 	memprof := fs.String("memprofile", "", "write an allocation profile at the end to this file (a bare name goes into pprof/)")
 	mutexprof := fs.String("mutexprofile", "", "write a mutex contention profile at the end to this file (a bare name goes into pprof/)")
@@ -109,13 +111,13 @@ func parseFlags(args []string) (config, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	c := config{count: *count, benchtime: *benchtime, keys: 1_000_000, scale: *scale, grants: *grants, quick: *quick,
-		json: *js, cpuprof: profPath(*cpuprof), memprof: profPath(*memprof), mutexprof: profPath(*mutexprof), memrate: *memrate, child: *child}
+		json: *js, markdown: *md, cpuprof: profPath(*cpuprof), memprof: profPath(*memprof), mutexprof: profPath(*mutexprof), memrate: *memrate, child: *child}
 	if c.quick {
 		if !set["count"] {
 			c.count = 1
 		}
 		if !set["benchtime"] {
-			c.benchtime = 100 * time.Millisecond
+			c.benchtime = 150 * time.Millisecond
 		}
 		if !set["size"] {
 			c.scale = 100_000
@@ -227,6 +229,12 @@ func run(c config) error {
 			return err
 		}
 		fmt.Println("\nfigures written to", c.json)
+	}
+	if c.markdown != "" {
+		if err := os.WriteFile(c.markdown, []byte(res.Markdown(scs, verdicts)), 0o644); err != nil {
+			return err
+		}
+		fmt.Println("comparison table written to", c.markdown)
 	}
 	return nil
 }

@@ -19,6 +19,8 @@ func memoryScenario(peers []Peer) Scenario {
 			"HeapAlloc after runtime.GC, minus the same N goroutines parked without a lock (peer 'none'); goroutine stacks are not heap.",
 			"after: every hold returned and every goroutine ended, the peer's instance still alive.",
 			"keymutex and the floors cannot hold N keys at once (keys share their mutexes): not shown; keymutex's memory is fixed, NumCPU mutexes.",
+			"floor-contract's held key is its 128-byte record, its entry and a map slot; its maps never shrink (as the peers'), so its",
+			"B/key after release is no floor: the contract has a key let go leave nothing behind.",
 		},
 		Peers:   peers,
 		Once:    memory,

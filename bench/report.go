@@ -286,3 +286,73 @@ func (r *Results) WriteJSON(path string, scs []Scenario, verdicts map[string][]V
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
+
+// markdownPeers are the columns of the README's table, by peer name, with
+// their headings.
+var markdownPeers = []struct{ name, heading string }{
+	{"locks", "locks"},
+	{"mutexmap", "mutexmap"},
+	{"moby-locker", "moby/locker"},
+	{"chanmap", "chanmap"},
+	{"semaphore", "semaphore"},
+	{"semaphore-timeout", "semaphore + WithTimeout"},
+	{contractAfterFuncName, "floor-contract + AfterFunc"},
+}
+
+// Markdown returns the README's comparison table: a row per throughput
+// scenario and GOMAXPROCS, each peer's primary figure as a ratio to
+// floor-contract's (or, where the scenario has no floor, to the best
+// correct peer's, marked), and the targets met.
+func (r *Results) Markdown(scs []Scenario, verdicts map[string][]Verdict) string {
+	var b strings.Builder
+	footnote := false
+	b.WriteString("| scenario | GOMAXPROCS |")
+	for _, p := range markdownPeers {
+		b.WriteString(" " + p.heading + " |")
+	}
+	b.WriteString(" targets met |\n|" + strings.Repeat(" --- |", len(markdownPeers)+3) + "\n")
+	for _, sc := range scs {
+		if sc.Load == nil {
+			continue
+		}
+		primary := sc.Columns[0].Key
+		for _, cpu := range r.Meta.CPUs {
+			rows := r.Medians(sc.Name, cpu)
+			if len(rows) == 0 {
+				continue
+			}
+			mark := ""
+			fig, ok := valid(rows[contractName], primary)
+			if !ok {
+				_, fig, ok = Best(sc.Peers, rows, primary)
+				mark, footnote = "¹", true
+			}
+			fmt.Fprintf(&b, "| %s | %d |", sc.Name, cpu)
+			for _, p := range markdownPeers {
+				v, has := valid(rows[p.name], primary)
+				switch {
+				case !has || !ok:
+					b.WriteString(" – |")
+				case p.name == "locks":
+					fmt.Fprintf(&b, " **%.2f**%s |", v/fig, mark)
+				default:
+					fmt.Fprintf(&b, " %.2f%s |", v/fig, mark)
+				}
+			}
+			met, all := 0, 0
+			for _, v := range verdicts[sc.Name] {
+				if v.CPU == cpu {
+					all++
+					if v.Met {
+						met++
+					}
+				}
+			}
+			fmt.Fprintf(&b, " %d of %d |\n", met, all)
+		}
+	}
+	if footnote {
+		b.WriteString("\n¹ no floor-contract in this scenario (it bounds no wait): ratios to the best correct peer of the row.\n")
+	}
+	return b.String()
+}

@@ -238,7 +238,7 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.count != 1 || c.scale != 100_000 || c.benchtime != 100*time.Millisecond || len(c.cpus) != 2 || c.cpus[1] != 4 {
+	if c.count != 1 || c.scale != 100_000 || c.benchtime != 150*time.Millisecond || len(c.cpus) != 2 || c.cpus[1] != 4 {
 		t.Errorf("-quick config = %+v", c)
 	}
 	if c.cpuprof != "pprof/cpu.pprof" || c.memprof != "/tmp/m.pprof" {
@@ -291,5 +291,34 @@ func TestLoadNote(t *testing.T) {
 	}
 	if _, ok := parseCPULine("intr 1 2 3"); ok {
 		t.Error("parseCPULine took a line that is not the cpu line")
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	res := NewResults(Meta{CPUs: []int{1}})
+	scs := []Scenario{
+		{Name: "uncontended", Columns: nsCols, Peers: testPeers, Load: func(*Env, Locker) Load { return Load{} }},
+		{Name: "hotkey-deadline", Columns: nsCols, Peers: testPeers[:2], Load: func(*Env, Locker) Load { return Load{} }},
+		{Name: "memory", Columns: nsCols, Peers: testPeers}, // an experiment: not in the table
+	}
+	for name, ns := range map[string]float64{"locks": 110, "mutexmap": 50, contractName: 100} {
+		res.Add("uncontended", name, 1, Sample{"ns/op": ns})
+		res.Add("memory", name, 1, Sample{"ns/op": ns})
+	}
+	res.Add("hotkey-deadline", "locks", 1, Sample{"ns/op": 30})
+	res.Add("hotkey-deadline", "mutexmap", 1, Sample{"ns/op": 100})
+	md := res.Markdown(scs, map[string][]Verdict{"uncontended": {{CPU: 1, Met: true}, {CPU: 1}}})
+	for _, want := range []string{
+		"| uncontended | 1 | **1.10** | 0.50 | – |",
+		"| 1 of 2 |",
+		"| hotkey-deadline | 1 | **0.30**¹ | 1.00¹ |",
+		"¹ no floor-contract",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("table lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "memory") {
+		t.Errorf("an experiment made a row:\n%s", md)
 	}
 }
