@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/holdline/locks/lease"
 	"github.com/holdline/locks/shard"
@@ -63,7 +64,7 @@ type store struct {
 	blocked  map[*holdContext][]edge // waiters made inside these holds (cycles.go)
 
 	sessionsMu sync.Mutex
-	sessions   map[*Session]struct{} // open ones, closed with the store
+	sessions   map[weak.Pointer[Session]]struct{} // open ones, closed with the store; an abandoned one is not kept
 
 	drainMu sync.Mutex
 	drained chan struct{} // closed and replaced when a closed store's shard has no function left running
@@ -85,7 +86,7 @@ func NewStore(opts ...StoreOption) *Store {
 		profile:  c.profile,
 		times:    c.times,
 		drained:  make(chan struct{}),
-		sessions: make(map[*Session]struct{}),
+		sessions: make(map[weak.Pointer[Session]]struct{}),
 		blocked:  make(map[*holdContext][]edge),
 	}
 	s.local = make([]shardLocal, s.table.Len())
@@ -127,10 +128,10 @@ func (s *store) close() {
 		sessions := s.sessions
 		s.sessions = nil
 		s.sessionsMu.Unlock()
-		for sess := range sessions {
-			sess.mu.Lock()
-			sess.closed = true // its leases were lost, its waiters shut
-			sess.mu.Unlock()
+		for wp := range sessions {
+			if sess := wp.Value(); sess != nil {
+				sess.Close() // its leases were lost, its waiters shut: it lets its grants go
+			}
 		}
 		s.timers.stop()
 	})

@@ -91,6 +91,12 @@ func (c *holdContext) Done() <-chan struct{} { return c.built().Done() }
 func (c *holdContext) Err() error {
 	st := c.st.Load()
 	if st != nil && st.err != nil {
+		if st.real != nil && st.real.Err() == nil {
+			// Settled (a loss, under the store's lock), but the real
+			// context's Done is not closed yet: its canceller is on its
+			// way. Err answers nil until Done is closed, as a context must.
+			return nil
+		}
 		return st.err
 	}
 	if c.parent.Err() == nil {
@@ -230,7 +236,10 @@ func (c *holdContext) end() {
 		return n
 	})
 	if st != nil && st.cancel != nil {
-		st.cancel(context.Canceled) // no-op if the loss or the parent cancelled it
+		// The settled cause, not context.Canceled: a loss whose canceller
+		// has not run yet keeps its *Error as the cause. A no-op if the loss
+		// or the parent cancelled it already.
+		st.cancel(st.causeOf(c))
 		st.stop()
 	}
 }

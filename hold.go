@@ -2,6 +2,7 @@ package locks
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -167,7 +168,9 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) er
 	if err != nil {
 		return err
 	}
-	return l.store.run(h, fn)
+	err = l.store.run(h, fn)
+	runtime.KeepAlive(l) // the Lock keeps its Store, and so the store open, until the hold is over
+	return err
 }
 
 // check validates a hold's arguments and returns the key's text and the
@@ -319,7 +322,9 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option)
 	sh.Running++
 	t := s.grantLocked(sd, e, c, nil, set.maxHold, now, at)
 	sh.Unlock()
-	return true, s.run(hold{c: c, sd: sd, e: e, t: t}, fn)
+	err = s.run(hold{c: c, sd: sd, e: e, t: t}, fn)
+	runtime.KeepAlive(l)
+	return true, err
 }
 
 // joinLocked puts a waiter for c at the back of e's line, its wait counted
@@ -413,7 +418,7 @@ func (s *store) withdraw(h hold) {
 	sh.Lock()
 	sh.Counts.Grants--
 	sh.Unlock()
-	s.release(h, nil)
+	s.letGo(h, false)
 }
 
 // settled returns what a waiter woken in the state got answers: nil when it
@@ -524,13 +529,15 @@ func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 			sd.sh.Running++
 			break
 		}
-		if w.sess.regrantLocked(w, at) { // its ttl counts from the grant now
+		why := w.sess.regrantLocked(w, at) // its ttl counts from the grant now
+		if why == holding {
 			break
 		}
-		// A session's waiter whose wait lapsed is never granted. Its
-		// channel is empty (one send per wait), so this send cannot block.
-		w.state = expired
-		w.ready <- expired
+		// A session's waiter whose wait lapsed, or whose session closed,
+		// is never granted. Its channel is empty (one send per wait), so
+		// this send cannot block.
+		w.state = why
+		w.ready <- why
 	}
 	s.grantLocked(sd, e, w.c, &w.ticket, w.maxHold, now, at)
 	w.state = holding
@@ -544,10 +551,22 @@ func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 // another key's: the context is never reused, so it cannot be mistaken),
 // and the reason in its context.
 func (s *store) release(h hold, fnErr error) error {
+	if lost := s.letGo(h, true); lost != notLost {
+		err := lostError(h.c.lease.Lock, h.c.lease.Key, lost)
+		err.Cause = fnErr
+		return err
+	}
+	return fnErr
+}
+
+// letGo lets h's key go, handing it to the next in line, and returns why
+// h's lease was lost before, or notLost. held says h was a grant whose
+// time held counts (not one given back before its function ran).
+func (s *store) letGo(h hold, held bool) loss {
 	sh := h.sd.sh
 	var wake chan<- state
 	lost := notLost
-	if s.times {
+	if held && s.times {
 		_, now := s.now()
 		h.sd.held.record(max(now-h.c.lease.Granted.Sub(s.origin), 0))
 	}
@@ -573,12 +592,7 @@ func (s *store) release(h hold, fnErr error) error {
 	if drained {
 		s.signalDrained()
 	}
-	if lost != notLost {
-		err := lostError(h.c.lease.Lock, h.c.lease.Key, lost)
-		err.Cause = fnErr
-		return err
-	}
-	return fnErr
+	return lost
 }
 
 // giveBack lets go a key that h was granted as its context ended, before
@@ -590,5 +604,5 @@ func (s *store) giveBack(h hold) {
 	sh.Counts.Grants--
 	sh.Counts.Canceled++
 	sh.Unlock()
-	s.release(h, nil)
+	s.letGo(h, false)
 }

@@ -2,6 +2,7 @@ package locks
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -67,7 +68,9 @@ func (l *Lock) HoldAll(ctx context.Context, keys []any, fn func(ctx context.Cont
 	for i := range holds {
 		leases[i] = &holds[i].c.lease
 	}
-	return fn(holds[len(holds)-1].c, leases)
+	err = fn(holds[len(holds)-1].c, leases)
+	runtime.KeepAlive(l)
+	return err
 }
 
 // ignore is a HoldFunc for checks that need one.
@@ -91,7 +94,11 @@ func (l *Lock) acquireAll(ctx context.Context, texts []string, set settings) ([]
 		}
 		h, err := l.acquire(parent, text, each, nil)
 		if err != nil {
-			s.releaseAll(holds, nil)
+			if lost := s.releaseAll(holds, nil); lost != nil && ctx.Err() == nil {
+				// The wait ended because a lease taken before was lost,
+				// not because the caller's context did.
+				return nil, lost
+			}
 			return nil, err
 		}
 		holds = append(holds, h)
@@ -104,14 +111,18 @@ func (l *Lock) acquireAll(ctx context.Context, texts []string, set settings) ([]
 // answers: the first lost lease's error (in key order) wrapping fnErr, or
 // fnErr.
 func (s *store) releaseAll(holds []hold, fnErr error) error {
-	var lost error
+	first := -1
+	var why loss
 	for i := len(holds) - 1; i >= 0; i-- {
-		if err := s.release(holds[i], fnErr); err != fnErr {
-			lost = err
+		if lost := s.letGo(holds[i], true); lost != notLost {
+			first, why = i, lost
 		}
 	}
-	if lost != nil {
-		return lost
+	if first < 0 {
+		return fnErr
 	}
-	return fnErr
+	c := holds[first].c
+	err := lostError(c.lease.Lock, c.lease.Key, why)
+	err.Cause = fnErr
+	return err
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"reflect"
 	"strconv"
-	"strings"
 	"unsafe"
 )
 
@@ -39,30 +38,30 @@ func keyText(key any) (string, string) {
 }
 
 // marshaledKeyText returns the text of a key whose type t implements
-// encoding.TextMarshaler (a uuid.UUID), or what is wrong with it.
+// encoding.TextMarshaler (a uuid.UUID, a netip.Addr), or what is wrong
+// with it.
 //
 // MarshalText is called on a copy of the key made here, never on the
 // caller's value: a method call through the caller's interface would make
 // every key escape to the heap, and so cost every hold of a string key an
-// allocation. The copy is made without keeping any pointer of the key's,
-// which limits such keys to types that hold no pointers (arrays, numbers,
-// strings and structs of them): a uuid.UUID, not a netip.Addr.
+// allocation. The copy is a typed one (reflect.Copy of a one-element
+// array, with the garbage collector's write barriers), read from the
+// interface's data word: the value it points at, or for a pointer-shaped
+// type the word itself.
 func marshaledKeyText(key any, t reflect.Type) (string, string) {
-	cp := reflect.New(t)
-	switch {
-	case t.Kind() == reflect.String:
-		cp.Elem().SetString(strings.Clone(reflect.ValueOf(key).String()))
-	case pointerFree(t):
-		if n := t.Size(); n > 0 {
-			// A pointer-free value is held indirectly: the data word of
-			// key points at it.
-			data := (*[2]unsafe.Pointer)(unsafe.Pointer(&key))[1]
-			copy(unsafe.Slice((*byte)(cp.UnsafePointer()), n), unsafe.Slice((*byte)(data), n))
+	at := reflect.ArrayOf(1, t)
+	cp := reflect.New(at).Elem()
+	data := (*[2]unsafe.Pointer)(unsafe.Pointer(&key))[1]
+	if directIface(t) {
+		if data == nil && t.Kind() == reflect.Pointer {
+			return "", "the key is a nil " + t.String()
 		}
-	default:
-		return "", "a key whose type has MarshalText must hold no pointers, and a " + t.String() + " does: pass its text"
+		reflect.Copy(cp, reflect.NewAt(at, unsafe.Pointer(&data)).Elem())
+	} else {
+		reflect.Copy(cp, reflect.NewAt(at, data).Elem())
 	}
-	b, err := cp.Interface().(encoding.TextMarshaler).MarshalText() // a *T has T's methods
+	k := cp.Index(0).Addr().Interface().(encoding.TextMarshaler) // a *T has T's methods
+	b, err := k.MarshalText()
 	if err != nil {
 		return "", "the key's MarshalText failed (" + t.String() + "): " + err.Error()
 	}
@@ -70,22 +69,17 @@ func marshaledKeyText(key any, t reflect.Type) (string, string) {
 	return s, checkText(s)
 }
 
-// pointerFree reports whether values of t hold no pointers.
-func pointerFree(t reflect.Type) bool {
+// directIface reports whether an interface holds a value of t in its data
+// word itself rather than a pointer to it: pointer-shaped types, and
+// arrays and structs of one such element (the compiler's rule).
+func directIface(t reflect.Type) bool {
 	switch t.Kind() {
-	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
-		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+	case reflect.Pointer, reflect.Map, reflect.Chan, reflect.Func, reflect.UnsafePointer:
 		return true
 	case reflect.Array:
-		return t.Len() == 0 || pointerFree(t.Elem())
+		return t.Len() == 1 && directIface(t.Elem())
 	case reflect.Struct:
-		for i := range t.NumField() {
-			if !pointerFree(t.Field(i).Type) {
-				return false
-			}
-		}
-		return true
+		return t.NumField() == 1 && directIface(t.Field(0).Type)
 	}
 	return false
 }

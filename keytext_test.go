@@ -2,6 +2,7 @@ package locks_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,16 +25,29 @@ func TestAllocsHoldStringKey(t *testing.T) {
 	})
 }
 
-// ptrKey has MarshalText and holds a pointer: its text would have to be
-// taken from the caller's own value, which would make every key escape.
-type ptrKey struct{ p *int }
+// ptrKey has MarshalText and is held in an interface's data word itself
+// (a struct of one pointer); bigKey holds a pointer among other fields.
+type (
+	ptrKey struct{ p *int }
+	bigKey struct {
+		n    uint64
+		name *string
+	}
+)
 
-func (ptrKey) MarshalText() ([]byte, error) { return []byte("p"), nil }
+func (k ptrKey) MarshalText() ([]byte, error) { return fmt.Appendf(nil, "p%d", *k.p), nil }
+func (k bigKey) MarshalText() ([]byte, error) { return fmt.Appendf(nil, "%s-%d", *k.name, k.n), nil }
 
-// TestMarshalTextKeysHoldNoPointers: a MarshalText key whose type holds
-// pointers is refused, naming its type and what to do.
-func TestMarshalTextKeysHoldNoPointers(t *testing.T) {
+// TestMarshalTextKeysWithPointers: MarshalText keys whose types hold
+// pointers are keys too, by their text, however the interface holds them.
+func TestMarshalTextKeysWithPointers(t *testing.T) {
 	_, l := newLock(t)
-	err := l.Hold(context.Background(), ptrKey{}, mustNotRun(t))
-	require.EqualError(t, err, "lock invoices: a key whose type has MarshalText must hold no pointers, and a locks_test.ptrKey does: pass its text: invalid")
+	n, name := 7, "acct"
+	h := holding(t, l, ptrKey{&n})
+	require.Equal(t, "p7", h.lease.Key)
+	require.NoError(t, h.finish())
+	h = holding(t, l, bigKey{3, &name})
+	require.Equal(t, "acct-3", h.lease.Key)
+	requireHeld(t, l, "acct-3")
+	require.NoError(t, h.finish())
 }

@@ -2,8 +2,10 @@ package locks
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
+	"weak"
 )
 
 // Session is one holder identity that is not a function call: code that
@@ -18,6 +20,8 @@ import (
 type Session struct {
 	store *store
 	owner *Store // keeps the Store reachable while the session is
+
+	self weak.Pointer[Session] // its key among the store's sessions
 
 	mu      sync.Mutex
 	closed  bool
@@ -47,11 +51,20 @@ func (s *Store) NewSession() *Session {
 		return sess
 	}
 	_, sess.renewed = s.now()
+	sess.self = weak.Make(sess)
 	s.sessionsMu.Lock()
 	if s.closed.Load() {
 		sess.closed = true
 	} else {
-		s.sessions[sess] = struct{}{}
+		s.sessions[sess.self] = struct{}{}
+		// An abandoned session is reclaimed: once it has nothing left (its
+		// grants and waits lapsed at their ttl), nothing refers to it.
+		in := s.store
+		runtime.AddCleanup(sess, func(wp weak.Pointer[Session]) {
+			in.sessionsMu.Lock()
+			delete(in.sessions, wp)
+			in.sessionsMu.Unlock()
+		}, sess.self)
 	}
 	s.sessionsMu.Unlock()
 	return sess
@@ -108,7 +121,7 @@ func (sess *Session) Close() error {
 	sess.mu.Unlock()
 	if s := sess.store; s != nil {
 		s.sessionsMu.Lock()
-		delete(s.sessions, sess)
+		delete(s.sessions, sess.self)
 		s.sessionsMu.Unlock()
 		s.dismiss(members, dismissed)
 	}
@@ -191,20 +204,25 @@ func (sess *Session) joinLocked(w *waiter, ttl, start time.Duration) bool {
 	return true
 }
 
-// regrantLocked restarts w's ttl at its grant, instant at, and reports
-// true; or, if its wait has lapsed (by at, or at a Renew that came too
-// late) or its session closed, takes it out of the group and reports
-// false: it must not be granted. Called under w's shard's mutex.
-func (sess *Session) regrantLocked(w *waiter, at time.Duration) bool {
+// regrantLocked restarts w's ttl at its grant, instant at, and answers
+// holding; or, if its wait has lapsed (by at, or at a Renew that came too
+// late) or its session closed, takes it out of the group and answers how
+// the wait ends instead (expired, dismissed): it must not be granted.
+// Called under w's shard's mutex.
+func (sess *Session) regrantLocked(w *waiter, at time.Duration) state {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	g := w.grp
+	if sess.closed {
+		sess.leaveGroupLocked(w)
+		return dismissed
+	}
 	if g == nil {
-		return false // closed: its session dismisses it
+		return expired // taken out by its lapse, which finds it gone
 	}
 	if w.lapseAt != 0 || g.lapseLocked(w) <= at {
 		sess.leaveGroupLocked(w)
-		return false
+		return expired
 	}
 	g.unlinkLocked(w)
 	g.pushLocked(w, at) // the latest start: the group stays in order
@@ -212,7 +230,7 @@ func (sess *Session) regrantLocked(w *waiter, at time.Duration) bool {
 		g.timer.armed = true
 		sess.store.timers.schedule(&g.timer, g.lapseLocked(g.head))
 	}
-	return true
+	return holding
 }
 
 // leaveLocked takes w out of its session's ttl group, if it is in it.
