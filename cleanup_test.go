@@ -23,6 +23,7 @@ func TestUnreachableStoreEndsItsGoroutine(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, l.Hold(context.Background(), 9, nop, locks.MaxHold(time.Hour)))
 		require.Error(t, goleak.Find(before), "the timer goroutine runs")
+		runtime.KeepAlive(st) // unreachable only from here on
 	}()
 	var err error
 	for range 200 { // a collection finds it unreachable, then its cleanup runs

@@ -168,7 +168,9 @@ func (s *store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Durat
 	l.n++
 	if !l.armed {
 		l.armed = true
-		s.timers.schedule(l, at)
+		if at != maxInstant { // a wait of Forever never fires: no timer for it
+			s.timers.schedule(l, at)
+		}
 	}
 }
 

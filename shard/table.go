@@ -34,6 +34,7 @@ type Shard[H comparable, T any] struct {
 	entries map[uint64]*Entry[H, T] // by hash; same-hash entries chain through next
 	free    *Entry[H, T]            // freed entries kept for reuse, linked through next
 	nfree   int
+	n       int // entries, same-hash ones in chains too
 	peak    int // most entries since the map was last made
 
 	// Fences gives the fences of every key on this shard. Guarded by the
@@ -63,6 +64,7 @@ type shardLayout struct {
 	entries map[uint64]*struct{}
 	free    *struct{}
 	nfree   int
+	n       int
 	peak    int
 	Fences  lease.Fences
 	Running int
@@ -100,7 +102,7 @@ func (s *Shard[H, T]) Lock() { s.mu.Lock() }
 func (s *Shard[H, T]) Unlock() { s.mu.Unlock() }
 
 // LenLocked returns the number of keys with an entry on the shard.
-func (s *Shard[H, T]) LenLocked() int { return len(s.entries) }
+func (s *Shard[H, T]) LenLocked() int { return s.n }
 
 // LookupLocked returns the entry of the key whose hash is h and whose
 // holder is the key's as match says, or nil. An entry keeps no name of its
@@ -129,6 +131,7 @@ func (s *Shard[H, T]) InsertLocked(h uint64) *Entry[H, T] {
 		e = new(Entry[H, T])
 	}
 	e.hash = h
+	s.n++
 	e.next = s.entries[h] // chain a rare same-hash neighbour behind it
 	s.entries[h] = e
 	if n := len(s.entries); n > s.peak {
@@ -140,6 +143,7 @@ func (s *Shard[H, T]) InsertLocked(h uint64) *Entry[H, T] {
 // DeleteLocked removes e from the shard and keeps it for reuse. e must be
 // Idle. After it returns, e belongs to the shard again and must not be used.
 func (s *Shard[H, T]) DeleteLocked(e *Entry[H, T]) {
+	s.n--
 	first := s.entries[e.hash]
 	if first == e {
 		if e.next == nil {
