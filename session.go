@@ -74,7 +74,7 @@ func (s *Store) NewSession() *Session {
 // each lapses next a ttl from now, or from its own start if that is later.
 // One that lapsed before the call stays lapsed, even if the store has not
 // acted on it yet. It fails Closed once the session is closed. Cost:
-// O(ttls in use), plus the ones that lapsed. Safe for concurrent use.
+// O(grants and waits of the session). Safe for concurrent use.
 func (sess *Session) Renew() error {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
@@ -84,13 +84,18 @@ func (sess *Session) Renew() error {
 	s := sess.store
 	_, now := s.now()
 	for _, g := range sess.groups {
-		// Those that lapsed by now are a prefix of the group: they keep
-		// their lapse, and fire at once.
-		for w := g.head; w != nil && g.lapseLocked(w) <= now; w = g.head {
-			w.lapseAt = g.lapseLocked(w)
-			g.unlinkLocked(w)
-			g.lapsed = append(g.lapsed, w)
-			w.grp = g // still a member until acted on
+		// Those that lapsed by now keep their lapse, and fire at once. They
+		// are nearly a prefix of the group, but a start read just before a
+		// shard's lock can stand behind a later one: all are looked at.
+		for w := g.head; w != nil; {
+			next := w.sNext
+			if at := g.lapseLocked(w); at <= now {
+				g.unlinkLocked(w)
+				w.lapseAt = at
+				g.lapsed = append(g.lapsed, w)
+				w.grp = g // still a member until acted on
+			}
+			w = next
 		}
 		if len(g.lapsed) > 0 {
 			s.timers.schedule(&g.timer, now)
