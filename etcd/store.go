@@ -136,19 +136,18 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 
 	var first error
+	ctx, cancel := context.WithTimeout(s.bg, closeWait) // for all the revokes together
 	for _, ss := range sessions {
 		<-ss.ready // a grant in flight is bounded by its own timeout
 		if ss.err != nil {
 			continue
 		}
 		ss.lose(lostClosed)
-		ctx, cancel := context.WithTimeout(s.bg, closeWait)
-		_, err := s.client.Revoke(ctx, ss.id)
-		cancel()
-		if err != nil && first == nil {
+		if _, err := s.client.Revoke(ctx, ss.id); err != nil && first == nil {
 			first = err
 		}
 	}
+	cancel()
 	s.mu.Lock()
 	s.quiet = true
 	s.mu.Unlock()
