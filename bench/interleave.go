@@ -52,16 +52,17 @@ type phase struct {
 
 // subjectFigures are what one peer accumulated over its phases.
 type subjectFigures struct {
-	wall          time.Duration
-	ops, all      int64 // timed operations; all operations, warm-up included
+	wall          time.Duration // the phases' and the share of collections charged
+	gc            time.Duration // of which collections
+	ops, all      int64         // timed operations; all operations, warm-up included
 	bytes, allocs uint64
 }
 
 // interleave runs sc's load for each of peers in alternating phases at
 // the current GOMAXPROCS, until each has run for benchtime, and returns
 // each peer's figures in order: ns/op (wall-clock time per operation over
-// all workers, as b.RunParallel reports), B/op, allocs/op and its load's
-// checks. One round first warms every peer up, untimed.
+// all workers, as b.RunParallel reports), B/op, allocs/op, gc-ns/op (the
+// part of ns/op charged for collections) and its load's checks. One round first warms every peer up, untimed.
 func interleave(env *Env, sc Scenario, peers []Peer, benchtime time.Duration, seed uint64) []Sample {
 	procs := runtime.GOMAXPROCS(0)
 	workers := procs * sc.perP()
@@ -113,7 +114,9 @@ func interleave(env *Env, sc Scenario, peers []Peer, benchtime time.Duration, se
 		}
 		for i, b := range sinceGC {
 			if total > 0 {
-				figs[i].wall += time.Duration(float64(d) * float64(b) / float64(total))
+				share := time.Duration(float64(d) * float64(b) / float64(total))
+				figs[i].wall += share
+				figs[i].gc += share
 			}
 			sinceGC[i] = 0
 		}
@@ -180,6 +183,7 @@ func interleave(env *Env, sc Scenario, peers []Peer, benchtime time.Duration, se
 			"ns/op":     float64(f.wall.Nanoseconds()) / n,
 			"B/op":      float64(f.bytes) / n,
 			"allocs/op": float64(f.allocs) / n,
+			"gc-ns/op":  float64(f.gc.Nanoseconds()) / n,
 		}
 		if loads[i].Check != nil {
 			for k, v := range loads[i].Check(f.all) {
