@@ -299,6 +299,16 @@ var markdownPeers = []struct{ name, heading string }{
 	{contractAfterFuncName, "floor-contract + AfterFunc"},
 }
 
+// markdownNames are the throughput scenarios as the README's table names
+// them.
+var markdownNames = map[string]string{
+	"uncontended":     "uncontended, distinct keys",
+	"zipf":            "zipf θ=0.99",
+	"hotkey":          "hot key, 8 goroutines a P",
+	"hotkey-deadline": "hot key, 10 s wait bound",
+	"maxhold":         "1-minute maxHold armed",
+}
+
 // Markdown returns the README's comparison table: a row per throughput
 // scenario and GOMAXPROCS, each peer's primary figure as a ratio to
 // floor-contract's (or, where the scenario has no floor, to the best
@@ -327,7 +337,11 @@ func (r *Results) Markdown(scs []Scenario, verdicts map[string][]Verdict) string
 				_, fig, ok = Best(sc.Peers, rows, primary)
 				mark, footnote = "¹", true
 			}
-			fmt.Fprintf(&b, "| %s | %d |", sc.Name, cpu)
+			name := markdownNames[sc.Name]
+			if name == "" {
+				name = sc.Name
+			}
+			fmt.Fprintf(&b, "| %s | %d |", name, cpu)
 			for _, p := range markdownPeers {
 				v, has := valid(rows[p.name], primary)
 				switch {
@@ -348,7 +362,11 @@ func (r *Results) Markdown(scs []Scenario, verdicts map[string][]Verdict) string
 					}
 				}
 			}
-			fmt.Fprintf(&b, " %d of %d |\n", met, all)
+			if all == 0 {
+				b.WriteString(" – |\n")
+			} else {
+				fmt.Fprintf(&b, " %d of %d |\n", met, all)
+			}
 		}
 	}
 	if footnote {

@@ -309,9 +309,9 @@ func TestMarkdown(t *testing.T) {
 	res.Add("hotkey-deadline", "mutexmap", 1, Sample{"ns/op": 100})
 	md := res.Markdown(scs, map[string][]Verdict{"uncontended": {{CPU: 1, Met: true}, {CPU: 1}}})
 	for _, want := range []string{
-		"| uncontended | 1 | **1.10** | 0.50 | – |",
+		"| uncontended, distinct keys | 1 | **1.10** | 0.50 | – |",
 		"| 1 of 2 |",
-		"| hotkey-deadline | 1 | **0.30**¹ | 1.00¹ |",
+		"| hot key, 10 s wait bound | 1 | **0.30**¹ | 1.00¹ |",
 		"¹ no floor-contract",
 	} {
 		if !strings.Contains(md, want) {
