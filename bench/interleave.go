@@ -38,7 +38,8 @@ const phaseLen = 2 * time.Millisecond
 // operation.
 const checkEvery = 16
 
-// phase is one peer's turn: every worker runs op until stop.
+// phase is one peer's turn: every worker runs its operation of the peer
+// until stop.
 type phase struct {
 	ops   [][]func() // by subject, then worker
 	who   int        // the subject whose turn it is
@@ -62,7 +63,8 @@ type subjectFigures struct {
 // the current GOMAXPROCS, until each has run for benchtime, and returns
 // each peer's figures in order: ns/op (wall-clock time per operation over
 // all workers, as b.RunParallel reports), B/op, allocs/op, gc-ns/op (the
-// part of ns/op charged for collections) and its load's checks. One round first warms every peer up, untimed.
+// part of ns/op charged for collections) and its load's checks. One round
+// first warms every peer up, untimed.
 func interleave(env *Env, sc Scenario, peers []Peer, benchtime time.Duration, seed uint64) []Sample {
 	procs := runtime.GOMAXPROCS(0)
 	workers := procs * sc.perP()
