@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/holdline/locks"
+	"github.com/holdline/locks/internal/lockertest"
+	"github.com/holdline/locks/internal/servertest"
 )
 
 // BenchmarkHold measures a hold's round trips through a loopback server
@@ -27,8 +29,8 @@ func BenchmarkHold(b *testing.B) {
 			return l
 		}},
 		{"remote", func(b *testing.B) locks.Locker {
-			s := serve(b)
-			return openLock(b, dial(b, s.addr), "bench")
+			s := servertest.Serve(b)
+			return openLock(b, dial(b, s.Addr), "bench")
 		}},
 	} {
 		b.Run(tgt.name, func(b *testing.B) {
@@ -36,7 +38,7 @@ func BenchmarkHold(b *testing.B) {
 			ctx := context.Background()
 			b.Run("serial", func(b *testing.B) {
 				for i := 0; b.Loop(); i++ {
-					if err := l.Hold(ctx, i, noop); err != nil {
+					if err := l.Hold(ctx, i, lockertest.Noop); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -46,7 +48,7 @@ func BenchmarkHold(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					key := strconv.FormatInt(n.Add(1), 10)
 					for pb.Next() {
-						if err := l.Hold(ctx, key, noop); err != nil {
+						if err := l.Hold(ctx, key, lockertest.Noop); err != nil {
 							b.Error(err)
 							return
 						}

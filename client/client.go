@@ -53,6 +53,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/holdline/locks"
+	"github.com/holdline/locks/internal/remote"
 	pb "github.com/holdline/locks/proto/locksv1"
 )
 
@@ -87,11 +88,9 @@ const closeWait = 5 * time.Second
 // keys for that session. Make one with Dial and Close it when done. Safe
 // for concurrent use.
 type Client struct {
-	conn       *grpc.ClientConn
-	rpc        pb.LocksClient
-	md         metadata.MD
-	probeStore *locks.Store // a private store, for what only package locks can see in a context
-	probe      *locks.Lock
+	conn *grpc.ClientConn
+	rpc  pb.LocksClient
+	md   metadata.MD
 
 	bg       context.Context // for calls of the client's own: cancelled at the end of Close
 	bgCancel context.CancelFunc
@@ -164,12 +163,9 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 		c.md.Set("authorization", "Bearer "+cfg.token)
 	}
 	c.bg, c.bgCancel = context.WithCancel(context.Background())
-	c.probeStore = locks.NewStore(locks.Shards(1))
-	c.probe, _ = locks.OpenLock(c.probeStore, "client.probe")
 	st, opened, sent, err := c.open(ctx, sessionRef{})
 	if err != nil {
 		c.bgCancel()
-		c.probeStore.Close()
 		conn.Close()
 		return nil, err
 	}
@@ -205,7 +201,6 @@ func (c *Client) Close() error {
 	<-c.done
 	c.bgCancel()
 	c.bgWG.Wait()
-	c.probeStore.Close()
 	return c.conn.Close()
 }
 
@@ -419,7 +414,7 @@ func (c *Client) reopen() *stream {
 		}
 		if status.Code(err) == codes.NotFound && ref.id != nil {
 			// The session expired: what it held is lost; a new one.
-			c.sessionEnded(&locks.Error{Kind: locks.Closed, Reason: "the session expired"})
+			c.sessionEnded(&locks.Error{Kind: locks.Closed, Reason: remote.Expired})
 			continue
 		}
 		if closing {
@@ -484,7 +479,7 @@ func (c *Client) lostPushed(id uint64, le *locks.Error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.entries[id]; e != nil {
-		c.loseLocked(e, le)
+		e.hold.Lose(le)
 	}
 }
 
@@ -492,9 +487,9 @@ func (c *Client) lostPushed(id uint64, le *locks.Error) {
 // the server has ended the session (why: closed, or expired) and forgets
 // the session: the next stream opens a new one.
 func (c *Client) sessionEnded(why *locks.Error) {
-	reason := "the lease was lost: its ttl ran out"
-	if why.Reason == "the store is closed" {
-		reason = "the lease was lost: its store closed"
+	reason := remote.LostTTL
+	if why.Reason == remote.StoreClosed {
+		reason = remote.LostClosed
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -512,7 +507,7 @@ func (c *Client) endLocked(e *entry, lost, closed *locks.Error) {
 	if e.held {
 		le := *lost
 		le.Lock, le.Key = e.lock, e.key
-		c.loseLocked(e, &le)
+		e.hold.Lose(&le)
 	} else if e.cancelRPC != nil {
 		ce := *closed
 		ce.Lock, ce.Key = e.lock, e.key

@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
 	"sync"
@@ -13,7 +12,7 @@ import (
 
 	"github.com/holdline/locks"
 	"github.com/holdline/locks/client"
-	"github.com/holdline/locks/server"
+	"github.com/holdline/locks/internal/lockertest"
 )
 
 func TestMain(m *testing.M) {
@@ -21,40 +20,6 @@ func TestMain(m *testing.M) {
 		childHold(addr) // a holder for TestKilledHolder, until killed
 	}
 	goleak.VerifyTestMain(m)
-}
-
-// served is a store served on a loopback port.
-type served struct {
-	store *locks.Store
-	srv   *server.Server
-	addr  string
-}
-
-// serve serves a new store on 127.0.0.1:0 until the test ends.
-func serve(t testing.TB, opts ...server.Option) *served {
-	t.Helper()
-	store := locks.NewStore()
-	srv, err := server.New(store, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return &served{store: store, srv: srv, addr: lis.Addr().String()}
 }
 
 // dial dials addr, closing the client when the test ends.
@@ -70,25 +35,10 @@ func dial(t testing.TB, addr string, opts ...client.Option) *client.Client {
 	return c
 }
 
+// openLock opens the lock called name of c, failing t on an error.
 func openLock(t testing.TB, c *client.Client, name string, opts ...locks.Option) *client.Lock {
 	t.Helper()
-	l, err := c.OpenLock(name, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
-// eventually waits up to 10 s for cond.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	return lockertest.Open(t, c.OpenLock, name, opts...)
 }
 
 // proxy is a TCP proxy in front of a server, whose connections a test
@@ -218,6 +168,3 @@ func (p *proxy) close() {
 	p.freeze(false)
 	p.wg.Wait()
 }
-
-// errBoom is a function's own error.
-var errBoom = errors.New("boom")

@@ -20,18 +20,20 @@ import (
 
 	"github.com/holdline/locks"
 	"github.com/holdline/locks/client"
+	"github.com/holdline/locks/internal/lockertest"
+	"github.com/holdline/locks/internal/servertest"
 	"github.com/holdline/locks/server"
 )
 
 func TestReconnectWithinTTLKeepsTheSession(t *testing.T) {
-	s := serve(t)
-	p := newProxy(t, s.addr)
+	s := servertest.Serve(t)
+	p := newProxy(t, s.Addr)
 	c := dial(t, p.addr())
 	const ttl = 600 * time.Millisecond
 	l := openLock(t, c, "invoices", locks.TTL(ttl))
-	o := openLock(t, dial(t, s.addr), "invoices", locks.TTL(ttl))
-	r := start(context.Background(), l, 9)
-	_, fctx := r.held(t)
+	o := openLock(t, dial(t, s.Addr), "invoices", locks.TTL(ttl))
+	r := lockertest.Start(context.Background(), l, 9)
+	_, fctx := r.Held(t)
 	for range 3 { // each cut is followed by a reconnect within the ttl
 		p.cut(false)
 		time.Sleep(ttl / 2)
@@ -40,16 +42,16 @@ func TestReconnectWithinTTLKeepsTheSession(t *testing.T) {
 	if fctx.Err() != nil {
 		t.Fatalf("the function's context ended: %v", context.Cause(fctx))
 	}
-	if ok, err := o.TryHold(context.Background(), 9, noop); ok || err != nil {
+	if ok, err := o.TryHold(context.Background(), 9, lockertest.Noop); ok || err != nil {
 		t.Fatalf("the key was let go: %v, %v", ok, err)
 	}
-	if st := s.srv.Stats(); st.Sessions != 2 {
+	if st := s.Server.Stats(); st.Sessions != 2 {
 		t.Fatalf("sessions %d: the client did not resume its own", st.Sessions)
 	}
-	if err := r.result(t, nil); err != nil {
+	if err := r.Result(t, nil); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := o.TryHold(context.Background(), 9, noop); !ok || err != nil {
+	if ok, err := o.TryHold(context.Background(), 9, lockertest.Noop); !ok || err != nil {
 		t.Fatalf("after the release: %v, %v", ok, err)
 	}
 }
@@ -59,21 +61,21 @@ func TestReconnectWithinTTLKeepsTheSession(t *testing.T) {
 // the ttl and a waiter gets it with a higher fence; the client comes back
 // with a new session.
 func TestACutLongerThanTheTTLLosesTheLeaseClientFirst(t *testing.T) {
-	s := serve(t)
-	p := newProxy(t, s.addr)
+	s := servertest.Serve(t)
+	p := newProxy(t, s.Addr)
 	c := dial(t, p.addr())
 	const ttl = 600 * time.Millisecond
 	l := openLock(t, c, "invoices", locks.TTL(ttl))
-	o := openLock(t, dial(t, s.addr), "invoices", locks.TTL(ttl))
-	r := start(context.Background(), l, 9)
-	ls, fctx := r.held(t)
-	w := start(context.Background(), o, 9, locks.Wait(time.Minute))
-	queued(t, s.store, 1)
+	o := openLock(t, dial(t, s.Addr), "invoices", locks.TTL(ttl))
+	r := lockertest.Start(context.Background(), l, 9)
+	ls, fctx := r.Held(t)
+	w := lockertest.Start(context.Background(), o, 9, locks.Wait(time.Minute))
+	lockertest.Queued(t, s.Store, 1)
 	cut := time.Now()
 	p.cut(true)
 	<-fctx.Done()
 	fnEnded := time.Now()
-	wls, _ := w.held(t)
+	wls, _ := w.Held(t)
 	granted := time.Now()
 	if !fnEnded.Before(wls.Granted) {
 		t.Fatalf("the function's context ended at %v, after the key went on at %v", fnEnded.Sub(cut), wls.Granted.Sub(cut))
@@ -87,21 +89,21 @@ func TestACutLongerThanTheTTLLosesTheLeaseClientFirst(t *testing.T) {
 	if wls.Fence <= ls.Fence {
 		t.Fatalf("fence %d after %d", wls.Fence, ls.Fence)
 	}
-	wantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: its ttl ran out`)
-	if err := w.result(t, nil); err != nil {
+	lockertest.WantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: its ttl ran out`)
+	if err := w.Result(t, nil); err != nil {
 		t.Fatal(err)
 	}
 	p.setRefuse(false)
-	err := r.result(t, errBoom)
-	wantMessage(t, err, `lock invoices: key "9": the lease was lost: its ttl ran out; the function returned: boom`)
-	if !errors.Is(err, locks.ErrLost) || !errors.Is(err, errBoom) {
+	err := r.Result(t, lockertest.ErrBoom)
+	lockertest.WantMessage(t, err, `lock invoices: key "9": the lease was lost: its ttl ran out; the function returned: boom`)
+	if !errors.Is(err, locks.ErrLost) || !errors.Is(err, lockertest.ErrBoom) {
 		t.Fatal(err)
 	}
 	// Back with a new session: it holds again.
-	eventually(t, "a hold after the session expired", func() bool {
-		return l.Hold(context.Background(), 9, noop) == nil
+	lockertest.Eventually(t, "a hold after the session expired", func() bool {
+		return l.Hold(context.Background(), 9, lockertest.Noop) == nil
 	})
-	eventually(t, "the old session reaped", func() bool { return s.srv.Stats().Sessions == 2 })
+	lockertest.Eventually(t, "the old session reaped", func() bool { return s.Server.Stats().Sessions == 2 })
 }
 
 func TestTokensThroughTheClient(t *testing.T) {
@@ -110,11 +112,11 @@ func TestTokensThroughTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := serve(t, server.WithTokens(tokens))
+	s := servertest.Serve(t, server.WithTokens(tokens))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, opts := range [][]client.Option{nil, {client.WithToken("not-a-token-0123456789abcdef")}} {
-		c, err := client.Dial(ctx, s.addr, opts...)
+		c, err := client.Dial(ctx, s.Addr, opts...)
 		if status.Code(err) != codes.Unauthenticated {
 			if c != nil {
 				c.Close()
@@ -122,33 +124,33 @@ func TestTokensThroughTheClient(t *testing.T) {
 			t.Fatalf("Dial: %v", err)
 		}
 	}
-	lc := dial(t, s.addr, client.WithToken(limited))
+	lc := dial(t, s.Addr, client.WithToken(limited))
 	payments := openLock(t, lc, "payments")
-	err = payments.Hold(ctx, 9, noop)
+	err = payments.Hold(ctx, 9, lockertest.Noop)
 	if status.Code(err) != codes.PermissionDenied || !strings.HasPrefix(err.Error(), `lock payments: key "9": `) {
 		t.Fatalf("outside the prefixes: %v", err)
 	}
-	if st := s.store.Stats(); st.Grants != 0 || st.Waits != 0 || st.Keys != 0 {
+	if st := s.Store.Stats(); st.Grants != 0 || st.Waits != 0 || st.Keys != 0 {
 		t.Fatalf("refused holds changed the store: %+v", st)
 	}
-	if err := openLock(t, lc, "invoices/2026").Hold(ctx, 9, noop); err != nil {
+	if err := openLock(t, lc, "invoices/2026").Hold(ctx, 9, lockertest.Noop); err != nil {
 		t.Fatal(err)
 	}
-	if err := openLock(t, dial(t, s.addr, client.WithToken(good)), "payments").Hold(ctx, 9, noop); err != nil {
+	if err := openLock(t, dial(t, s.Addr, client.WithToken(good)), "payments").Hold(ctx, 9, lockertest.Noop); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestTLS(t *testing.T) {
 	cert, pool := selfSigned(t)
-	s := serve(t, server.WithTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
-	c := dial(t, s.addr, client.WithTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}))
-	if err := openLock(t, c, "invoices").Hold(context.Background(), 9, noop); err != nil {
+	s := servertest.Serve(t, server.WithTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+	c := dial(t, s.Addr, client.WithTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}))
+	if err := openLock(t, c, "invoices").Hold(context.Background(), 9, lockertest.Noop); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if c, err := client.Dial(ctx, s.addr); err == nil { // plaintext to a TLS server
+	if c, err := client.Dial(ctx, s.Addr); err == nil { // plaintext to a TLS server
 		c.Close()
 		t.Fatal("a plaintext client opened a session")
 	}
@@ -185,9 +187,9 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 }
 
 func TestCloseReleasesAtOnceAndEndsHolds(t *testing.T) {
-	s := serve(t)
+	s := servertest.Serve(t)
 	ctx := context.Background()
-	c, err := client.Dial(ctx, s.addr)
+	c, err := client.Dial(ctx, s.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,53 +197,53 @@ func TestCloseReleasesAtOnceAndEndsHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := openLock(t, dial(t, s.addr), "invoices")
-	r := start(ctx, l, 9)
-	_, fctx := r.held(t)
-	held := start(ctx, o, 10)
-	held.held(t)
-	w := start(ctx, l, 10, locks.Wait(time.Minute))
-	queued(t, s.store, 1)
+	o := openLock(t, dial(t, s.Addr), "invoices")
+	r := lockertest.Start(ctx, l, 9)
+	_, fctx := r.Held(t)
+	held := lockertest.Start(ctx, o, 10)
+	held.Held(t)
+	w := lockertest.Start(ctx, l, 10, locks.Wait(time.Minute))
+	lockertest.Queued(t, s.Store, 1)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wantMessage(t, w.wait(t), `lock invoices: key "10": the client is closed: closed`)
+	lockertest.WantMessage(t, w.Wait(t), `lock invoices: key "10": the client is closed: closed`)
 	<-fctx.Done()
-	wantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: its session closed`)
-	if ok, err := o.TryHold(ctx, 9, noop); !ok || err != nil { // released at once
+	lockertest.WantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: its session closed`)
+	if ok, err := o.TryHold(ctx, 9, lockertest.Noop); !ok || err != nil { // released at once
 		t.Fatalf("a closed client's key: %v, %v", ok, err)
 	}
-	wantMessage(t, r.result(t, nil), `lock invoices: key "9": the lease was lost: its session closed`)
-	wantMessage(t, l.Hold(ctx, 9, noop), `lock invoices: key "9": the client is closed: closed`)
+	lockertest.WantMessage(t, r.Result(t, nil), `lock invoices: key "9": the lease was lost: its session closed`)
+	lockertest.WantMessage(t, l.Hold(ctx, 9, lockertest.Noop), `lock invoices: key "9": the client is closed: closed`)
 	if _, err := c.OpenLock("x"); err == nil {
 		t.Fatal("OpenLock on a closed client")
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	held.result(t, nil)
-	eventually(t, "the session closed", func() bool { return s.srv.Stats().Sessions == 1 })
+	held.Result(t, nil)
+	lockertest.Eventually(t, "the session closed", func() bool { return s.Server.Stats().Sessions == 1 })
 }
 
 func TestAWaiterWhoseConnectionDropsLeavesTheLine(t *testing.T) {
-	s := serve(t)
-	p := newProxy(t, s.addr)
+	s := servertest.Serve(t)
+	p := newProxy(t, s.Addr)
 	l := openLock(t, dial(t, p.addr()), "invoices")
-	o := openLock(t, dial(t, s.addr), "invoices")
-	r := start(context.Background(), o, 9)
-	r.held(t)
-	w := start(context.Background(), l, 9, locks.Wait(time.Minute))
-	queued(t, s.store, 1)
+	o := openLock(t, dial(t, s.Addr), "invoices")
+	r := lockertest.Start(context.Background(), o, 9)
+	r.Held(t)
+	w := lockertest.Start(context.Background(), l, 9, locks.Wait(time.Minute))
+	lockertest.Queued(t, s.Store, 1)
 	p.cut(true)
-	err := w.wait(t)
+	err := w.Wait(t)
 	if status.Code(err) != codes.Unavailable || !strings.HasPrefix(err.Error(), `lock invoices: key "9": `) {
 		t.Fatalf("Hold: %v", err)
 	}
-	eventually(t, "the waiter out of the line", func() bool { return s.store.Stats().Canceled == 1 })
-	if err := r.result(t, nil); err != nil {
+	lockertest.Eventually(t, "the waiter out of the line", func() bool { return s.Store.Stats().Canceled == 1 })
+	if err := r.Result(t, nil); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := o.TryHold(context.Background(), 9, noop); !ok || err != nil {
+	if ok, err := o.TryHold(context.Background(), 9, lockertest.Noop); !ok || err != nil {
 		t.Fatalf("the key went to a waiter that left: %v, %v", ok, err)
 	}
 }
@@ -251,33 +253,33 @@ func TestAWaiterWhoseConnectionDropsLeavesTheLine(t *testing.T) {
 // hand the key on; once it heals, the late keepalives renew the session
 // but not the lost lease, and the session holds again.
 func TestAPartitionedHolderLosesItsLeaseFirst(t *testing.T) {
-	s := serve(t)
-	p := newProxy(t, s.addr)
+	s := servertest.Serve(t)
+	p := newProxy(t, s.Addr)
 	const ttl = 600 * time.Millisecond
 	l := openLock(t, dial(t, p.addr()), "invoices", locks.TTL(ttl))
-	o := openLock(t, dial(t, s.addr), "invoices", locks.TTL(ttl))
-	r := start(context.Background(), l, 9)
-	ls, fctx := r.held(t)
-	w := start(context.Background(), o, 9, locks.Wait(time.Minute))
-	queued(t, s.store, 1)
+	o := openLock(t, dial(t, s.Addr), "invoices", locks.TTL(ttl))
+	r := lockertest.Start(context.Background(), l, 9)
+	ls, fctx := r.Held(t)
+	w := lockertest.Start(context.Background(), o, 9, locks.Wait(time.Minute))
+	lockertest.Queued(t, s.Store, 1)
 	p.freeze(true)
 	<-fctx.Done()
 	fnEnded := time.Now()
-	wls, _ := w.held(t)
+	wls, _ := w.Held(t)
 	if !fnEnded.Before(wls.Granted) || wls.Fence <= ls.Fence {
 		t.Fatalf("the function's context ended at %v, the key went on at %v with fence %d after %d",
 			fnEnded, wls.Granted, wls.Fence, ls.Fence)
 	}
 	p.freeze(false)
-	err := r.result(t, nil)
-	wantMessage(t, err, `lock invoices: key "9": the lease was lost: its ttl ran out`)
-	if err := w.result(t, nil); err != nil {
+	err := r.Result(t, nil)
+	lockertest.WantMessage(t, err, `lock invoices: key "9": the lease was lost: its ttl ran out`)
+	if err := w.Result(t, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Hold(context.Background(), 9, noop); err != nil {
+	if err := l.Hold(context.Background(), 9, lockertest.Noop); err != nil {
 		t.Fatalf("after the partition: %v", err)
 	}
-	if st := s.srv.Stats(); st.Sessions != 2 {
+	if st := s.Server.Stats(); st.Sessions != 2 {
 		t.Fatalf("sessions %d", st.Sessions)
 	}
 }
@@ -286,22 +288,22 @@ func TestAPartitionedHolderLosesItsLeaseFirst(t *testing.T) {
 // the same address: the hold is lost ("its store closed"), and the client
 // goes on with a new session of the new server.
 func TestANewServerAtTheSameAddress(t *testing.T) {
-	s1 := serve(t)
-	p := newProxy(t, s1.addr)
+	s1 := servertest.Serve(t)
+	p := newProxy(t, s1.Addr)
 	l := openLock(t, dial(t, p.addr()), "invoices")
-	r := start(context.Background(), l, 9)
-	_, fctx := r.held(t)
+	r := lockertest.Start(context.Background(), l, 9)
+	_, fctx := r.Held(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s2 := serve(t)
-	p.retarget(s2.addr)
-	if err := s1.srv.Shutdown(ctx); err != nil {
+	s2 := servertest.Serve(t)
+	p.retarget(s2.Addr)
+	if err := s1.Server.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	<-fctx.Done()
-	wantMessage(t, r.result(t, nil), `lock invoices: key "9": the lease was lost: its store closed`)
-	eventually(t, "a hold through the new server", func() bool { return l.Hold(context.Background(), 9, noop) == nil })
-	if st := s2.store.Stats(); st.Grants == 0 {
+	lockertest.WantMessage(t, r.Result(t, nil), `lock invoices: key "9": the lease was lost: its store closed`)
+	lockertest.Eventually(t, "a hold through the new server", func() bool { return l.Hold(context.Background(), 9, lockertest.Noop) == nil })
+	if st := s2.Store.Stats(); st.Grants == 0 {
 		t.Fatalf("the new server granted nothing: %+v", st)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/holdline/locks"
+	"github.com/holdline/locks/internal/servertest"
 	pb "github.com/holdline/locks/proto/locksv1"
 	"github.com/holdline/locks/server"
 )
@@ -35,28 +36,8 @@ var tokensFile = "# tokens\n" + goodToken + "\n\n" + limitedToken + " invoices/,
 // serve serves a new store on 127.0.0.1:0 until the test ends.
 func serve(t *testing.T, opts ...server.Option) (*locks.Store, *server.Server, string) {
 	t.Helper()
-	store := locks.NewStore()
-	srv, err := server.New(store, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return store, srv, lis.Addr().String()
+	s := servertest.Serve(t, opts...)
+	return s.Store, s.Server, s.Addr
 }
 
 // wire is a raw connection to a server, speaking the protocol by hand.
