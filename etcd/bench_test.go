@@ -2,13 +2,13 @@ package etcdlocks_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/holdline/locks"
 	"github.com/holdline/locks/client"
-	"github.com/holdline/locks/server"
+	"github.com/holdline/locks/internal/lockertest"
+	"github.com/holdline/locks/internal/servertest"
 )
 
 // BenchmarkHold times one Hold of a free key, from the call until it has
@@ -23,12 +23,12 @@ func BenchmarkHold(b *testing.B) {
 	ctx := context.Background()
 	bench := func(b *testing.B, l locks.Locker) {
 		b.Helper()
-		if err := l.Hold(ctx, "warm", noop); err != nil { // a lease granted, a connection made
+		if err := l.Hold(ctx, "warm", lockertest.Noop); err != nil { // a lease granted, a connection made
 			b.Fatal(err)
 		}
 		b.ResetTimer()
 		for b.Loop() {
-			if err := l.Hold(ctx, "k", noop); err != nil {
+			if err := l.Hold(ctx, "k", lockertest.Noop); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -43,33 +43,15 @@ func BenchmarkHold(b *testing.B) {
 		bench(b, l)
 	})
 	b.Run("where=locksd", func(b *testing.B) {
-		store := locks.NewStore()
-		srv, err := server.New(store)
-		if err != nil {
-			b.Fatal(err)
-		}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		go srv.Serve(lis)
-		defer func() {
-			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			srv.Shutdown(sctx)
-		}()
+		s := servertest.Serve(b)
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		c, err := client.Dial(dctx, lis.Addr().String())
+		c, err := client.Dial(dctx, s.Addr)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer c.Close()
-		l, err := c.OpenLock("bench")
-		if err != nil {
-			b.Fatal(err)
-		}
-		bench(b, l)
+		bench(b, lockertest.Open(b, c.OpenLock, "bench"))
 	})
 	b.Run("where=etcd", func(b *testing.B) {
 		bench(b, openLock(b, open(b, newClient(b, shared.endpoints), newPrefix(b)), "bench"))

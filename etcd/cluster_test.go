@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/holdline/locks"
+	"github.com/holdline/locks/internal/lockertest"
 )
 
 // Three members, and the leader stopped while a key is held and waited
@@ -28,13 +29,13 @@ func TestMemberStopped(t *testing.T) {
 	l := openLock(t, open(t, cli1, prefix), "invoices", locks.TTL(ttl))
 	o := openLock(t, open(t, cli2, prefix), "invoices", locks.TTL(ttl))
 
-	var x exclusive
+	var x lockertest.Exclusive
 	hold := func(l locks.Locker, release <-chan struct{}, held chan<- *locks.Lease) <-chan error {
 		done := make(chan error, 1)
 		go func() {
 			done <- l.Hold(context.Background(), 9, func(ctx context.Context, ls *locks.Lease) error {
-				x.enter(t, ls)
-				defer x.leave(ls)
+				x.Enter(t, ls)
+				defer x.Leave(ls)
 				held <- ls
 				select {
 				case <-release:
@@ -51,7 +52,7 @@ func TestMemberStopped(t *testing.T) {
 	first := <-held1
 	release2, held2 := make(chan struct{}), make(chan *locks.Lease, 1)
 	done2 := hold(o, release2, held2)
-	eventually(t, "a waiter", func() bool { return count(t, cli1, prefix) == 2 })
+	lockertest.Eventually(t, "a waiter", func() bool { return count(t, cli1, prefix) == 2 })
 
 	leader := -1
 	for i, e := range c.members {

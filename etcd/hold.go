@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/holdline/locks"
+	"github.com/holdline/locks/internal/remote"
 )
 
 // hold is one call of Hold or TryHold: its key in etcd, waiting, then
@@ -22,14 +23,12 @@ type hold struct {
 	maxHold   time.Duration // 0: off
 
 	// Guarded by sess.mu.
-	held       bool // granted, and its function's context made
-	done       bool // its function returned
-	lost       *locks.Error
+	held       bool                    // granted, and its function's context made
+	done       bool                    // its function returned
+	run        remote.Hold             // its loss, and its function's context once held
 	cancelWait context.CancelCauseFunc // the wait's, until held
-	cancelFn   context.CancelCauseFunc // the function's context's, once held
 
 	// Set once held, then the hold's goroutine's.
-	ctx     *holdContext
 	lease   *locks.Lease
 	timer   *time.Timer        // its maxHold's, on this process's clock
 	unwatch context.CancelFunc // ends the watch of its own key
@@ -56,15 +55,13 @@ func (h *hold) first() clientv3.Cmp {
 func (s *Store) granted(ctx, wctx context.Context, h *hold, now, deadline time.Time, at int64) error {
 	ss := h.sess
 	h.lease = &locks.Lease{Lock: h.lock, Key: h.key, Fence: uint64(h.rev), Granted: now, Deadline: deadline}
-	fctx, fcancel := context.WithCancelCause(ctx)
-	h.ctx = &holdContext{Context: fctx, mark: &mark{dir: h.dir, lock: h.lock, key: h.key, parent: ctx}}
 	ss.mu.Lock()
 	if wctx.Err() != nil {
 		ss.mu.Unlock()
-		fcancel(nil)
 		return s.leaveLine(ctx, wctx, h) // which passes the key on
 	}
-	h.held, h.cancelFn, h.cancelWait = true, fcancel, nil
+	h.run.Start(ctx, s.mark(h.lock), h.key)
+	h.held, h.cancelWait = true, nil
 	ss.mu.Unlock()
 	if h.maxHold > 0 {
 		h.timer = time.AfterFunc(time.Until(deadline), func() { s.expire(h) })
@@ -75,25 +72,22 @@ func (s *Store) granted(ctx, wctx context.Context, h *hold, now, deadline time.T
 
 // run calls fn holding h's key, and lets the key go however fn ends: by
 // returning, panicking or calling runtime.Goexit.
-func (s *Store) run(h *hold, fn locks.HoldFunc) (err error) {
-	defer func() { err = s.release(h, err) }()
-	return fn(h.ctx, h.lease)
+func (s *Store) run(h *hold, fn locks.HoldFunc) error {
+	return h.run.Run(fn, h.lease, func() *locks.Error { return s.release(h) })
 }
 
-// release lets h's key go once fn has returned (fnErr), and returns what
-// Hold returns: the Lost error wrapping fnErr if the lease was lost
-// (revoked at its maxHold, its session's lease lapsed, its key deleted,
-// the Store closed), fnErr otherwise. A delete etcd does not answer is
-// retried in the background until the session's lease is gone.
-func (s *Store) release(h *hold, fnErr error) error {
+// release lets h's key go once fn has returned, and returns the loss of
+// its lease if it was lost (revoked at its maxHold, its session's lease
+// lapsed, its key deleted, the Store closed), for Hold to wrap fn's error
+// in. A delete etcd does not answer is retried in the background until
+// the session's lease is gone.
+func (s *Store) release(h *hold) *locks.Error {
 	ss := h.sess
-	h.ctx.mark.ended.Store(true)
 	ss.mu.Lock()
 	h.done = true
 	delete(ss.holds, h)
-	lost := h.lost
+	lost := h.run.Lost()
 	ss.mu.Unlock()
-	h.cancelFn(nil)
 	if h.timer != nil {
 		h.timer.Stop()
 	}
@@ -110,12 +104,7 @@ func (s *Store) release(h *hold, fnErr error) error {
 			lost = lostError(h.lock, h.key, s.whyGone(h))
 		}
 	}
-	if lost != nil {
-		le := *lost
-		le.Cause = fnErr
-		return &le
-	}
-	return fnErr
+	return lost
 }
 
 // expire revokes h at its maxHold, on this process's clock: its
@@ -124,25 +113,13 @@ func (s *Store) release(h *hold, fnErr error) error {
 func (s *Store) expire(h *hold) {
 	ss := h.sess
 	ss.mu.Lock()
-	if h.done || h.lost != nil {
+	if h.done || h.run.Lost() != nil {
 		ss.mu.Unlock()
 		return
 	}
-	h.loseLocked(lostError(h.lock, h.key, lostMaxHold))
+	h.run.Lose(lostError(h.lock, h.key, lostMaxHold))
 	ss.mu.Unlock()
 	s.deleteLater(ss, h.name, h.rev)
-}
-
-// loseLocked records the first loss of h's lease and cancels its
-// function's context with it.
-func (h *hold) loseLocked(le *locks.Error) {
-	if h.lost != nil {
-		return
-	}
-	h.lost = le
-	if h.cancelFn != nil {
-		h.cancelFn(le)
-	}
 }
 
 // whyGone says why h's key left etcd while h held it, if not by h: its
@@ -218,7 +195,7 @@ func (s *Store) deleted(h *hold) {
 	ss := h.sess
 	ss.mu.Lock()
 	if !h.done {
-		h.loseLocked(lostError(h.lock, h.key, why))
+		h.run.Lose(lostError(h.lock, h.key, why))
 	}
 	ss.mu.Unlock()
 }

@@ -313,7 +313,7 @@ func (s *Store) leaveLine(ctx, wctx context.Context, h *hold) error {
 		if !h.sess.isLost() {
 			s.deleteLater(h.sess, h.name, h.rev)
 		}
-		return canceledError(h.lock, h.key, ctx)
+		return locks.ContextError(h.lock, h.key, ctx)
 	}
 	var le *locks.Error
 	if errors.As(context.Cause(wctx), &le) {
@@ -350,7 +350,7 @@ func (s *Store) revoke(ctx context.Context, kv *mvccpb.KeyValue) error {
 // Store ended wctx with, or err named by the lock and the key.
 func (s *Store) callFailed(ctx, wctx context.Context, lock, text string, err error) error {
 	if ctx.Err() != nil {
-		return canceledError(lock, text, ctx)
+		return locks.ContextError(lock, text, ctx)
 	}
 	var le *locks.Error
 	if errors.As(context.Cause(wctx), &le) || errors.As(err, &le) {

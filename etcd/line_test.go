@@ -11,6 +11,7 @@ import (
 
 	"github.com/holdline/locks"
 	etcdlocks "github.com/holdline/locks/etcd"
+	"github.com/holdline/locks/internal/lockertest"
 )
 
 // standIn puts a key into the line of key 9 of lock invoices under prefix,
@@ -46,11 +47,11 @@ func TestRevokedByTheNextInLine(t *testing.T) {
 	now := time.Now()
 	deadline := now.Add(300 * time.Millisecond)
 	stuck, rev := standIn(t, cli, prefix, etcdlocks.HeldValue(now, deadline))
-	if ok, err := l.TryHold(context.Background(), 9, noop); ok || err != nil {
+	if ok, err := l.TryHold(context.Background(), 9, lockertest.Noop); ok || err != nil {
 		t.Fatalf("TryHold of a key held within its deadline: %v, %v", ok, err)
 	}
-	w := start(context.Background(), l, 9, locks.Wait(10*time.Second))
-	ls, _ := w.held(t)
+	w := lockertest.Start(context.Background(), l, 9, locks.Wait(10*time.Second))
+	ls, _ := w.Held(t)
 	if at := ls.Granted.Sub(deadline); at < skew {
 		t.Fatalf("revoked %v past the deadline, less than the skew %v", at, skew)
 	} else if at > skew+time.Second {
@@ -62,19 +63,19 @@ func TestRevokedByTheNextInLine(t *testing.T) {
 	if resp, err := cli.Get(context.Background(), stuck); err != nil || resp.Count != 0 {
 		t.Fatalf("the revoked holder's key: %v, %v", resp, err)
 	}
-	if err := w.result(t, nil); err != nil {
+	if err := w.Result(t, nil); err != nil {
 		t.Fatal(err)
 	}
 
 	// TryHold revokes a holder found past its deadline and the skew.
 	standIn(t, cli, prefix, etcdlocks.HeldValue(now.Add(-time.Minute), now.Add(-skew-time.Millisecond)))
-	if ok, err := l.TryHold(context.Background(), 9, noop); !ok || err != nil {
+	if ok, err := l.TryHold(context.Background(), 9, lockertest.Noop); !ok || err != nil {
 		t.Fatalf("TryHold of a key held past its deadline: %v, %v", ok, err)
 	}
 	// A holder without a deadline, or one whose value nobody can read, is
 	// never revoked.
 	standIn(t, cli, prefix, etcdlocks.HeldValue(now.Add(-time.Hour), time.Time{}))
-	wantMessage(t, l.Hold(context.Background(), 9, noop, locks.Wait(50*time.Millisecond)),
+	lockertest.WantMessage(t, l.Hold(context.Background(), 9, lockertest.Noop, locks.Wait(50*time.Millisecond)),
 		`lock invoices: key "9": held past the hold's wait: in use`)
 }
 
@@ -84,8 +85,8 @@ func TestLineLimit(t *testing.T) {
 	prefix := newPrefix(t)
 	cli := newClient(t, shared.endpoints)
 	l := openLock(t, open(t, cli, prefix), "invoices")
-	r := start(context.Background(), l, 9)
-	r.held(t)
+	r := lockertest.Start(context.Background(), l, 9)
+	r.Held(t)
 
 	// The waiters stand in for holds of other processes: a Txn of many
 	// puts is much faster than as many Holds.
@@ -105,8 +106,8 @@ func TestLineLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err = l.Hold(ctx, 9, noop, locks.Wait(time.Minute))
-	wantMessage(t, err, `lock invoices: key "9": the line of waiters is full: limit`)
+	err = l.Hold(ctx, 9, lockertest.Noop, locks.Wait(time.Minute))
+	lockertest.WantMessage(t, err, `lock invoices: key "9": the line of waiters is full: limit`)
 	if n := count(t, cli, prefix); n != 1+locks.MaxWaiters {
 		t.Fatalf("%d keys in line after the refusal", n)
 	}
@@ -114,13 +115,13 @@ func TestLineLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	w := start(wctx, l, 9, locks.Wait(time.Minute))
-	eventually(t, "the waiter in line", func() bool { return count(t, cli, prefix) == 1+locks.MaxWaiters })
+	w := lockertest.Start(wctx, l, 9, locks.Wait(time.Minute))
+	lockertest.Eventually(t, "the waiter in line", func() bool { return count(t, cli, prefix) == 1+locks.MaxWaiters })
 	cancel()
-	if err := w.wait(t); !strings.Contains(fmt.Sprint(err), "the hold's context ended") {
+	if err := w.Wait(t); !strings.Contains(fmt.Sprint(err), "the hold's context ended") {
 		t.Fatalf("the last waiter: %v", err)
 	}
-	if err := r.result(t, nil); err != nil {
+	if err := r.Result(t, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -136,14 +137,14 @@ func TestKeysStayApart(t *testing.T) {
 		l   *etcdlocks.Lock
 		key string
 	}{{a, "b/c"}, {ab, "c"}, {a, "b"}, {a, "b%2Fc"}, {a, "\x00\xff"}, {a, "b/"}}
-	var held []*running
+	var held []*lockertest.Running
 	for _, k := range keys {
-		r := start(context.Background(), k.l, k.key, locks.Wait(0))
-		r.held(t)
+		r := lockertest.Start(context.Background(), k.l, k.key, locks.Wait(0))
+		r.Held(t)
 		held = append(held, r)
 	}
 	for _, r := range held {
-		if err := r.result(t, nil); err != nil {
+		if err := r.Result(t, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -159,7 +160,7 @@ func TestOpen(t *testing.T) {
 	}
 	cli := newClient(t, shared.endpoints)
 	_, err := etcdlocks.Open(cli, "/x", etcdlocks.MaxClockSkew(-time.Second))
-	wantMessage(t, err, "the clock skew is negative (-1s): invalid")
+	lockertest.WantMessage(t, err, "the clock skew is negative (-1s): invalid")
 	s, err := etcdlocks.Open(cli, "/x")
 	if err != nil {
 		t.Fatal(err)

@@ -2,9 +2,9 @@ package etcdlocks
 
 import (
 	"context"
-	"errors"
 
 	"github.com/holdline/locks"
+	"github.com/holdline/locks/internal/remote"
 )
 
 // Lock is a named keyspace of a Store's prefix: a locks.Locker. Two
@@ -12,8 +12,7 @@ import (
 // this process or another), share their keys. Safe for concurrent use.
 type Lock struct {
 	s    *Store
-	name string
-	st   locks.Settings
+	spec remote.Lock
 }
 
 var _ locks.Locker = (*Lock)(nil)
@@ -33,19 +32,23 @@ func (s *Store) OpenLock(name string, opts ...locks.Option) (*Lock, error) {
 	if closed {
 		return nil, errStoreClosed(name, "")
 	}
-	// Checked by package locks itself, so that the errors are its own.
-	if _, err := locks.OpenLock(s.probeStore, name, opts...); err != nil {
+	spec, err := remote.Open(name, s.mark(name), opts)
+	if err != nil {
 		return nil, err
 	}
-	st, err := locks.DefaultSettings().Apply(false, opts...)
-	if err != nil {
-		return nil, &locks.Error{Kind: locks.Invalid, Lock: name, Reason: err.Error()}
-	}
-	return &Lock{s: s, name: name, st: st}, nil
+	return &Lock{s: s, spec: spec}, nil
 }
 
+// mark returns the name the holds of the lock called name mark their
+// contexts by (locks.MarkHold): the prefix with the name, since a key is
+// the same key only on the same prefix. Two Stores on one prefix, which
+// share their keys, see each other's holds as nested; two prefixes, which
+// share nothing, do not, nor do the holds of package locks' own locks or
+// a locksd server's, whose names hold no space.
+func (s *Store) mark(name string) string { return s.prefix + " " + name }
+
 // Name returns the lock's name.
-func (l *Lock) Name() string { return l.name }
+func (l *Lock) Name() string { return l.spec.Name() }
 
 // Hold waits in line for key in etcd, runs fn holding it, and lets it go
 // when fn returns or panics (the panic goes on after the key is let go),
@@ -75,9 +78,9 @@ func (l *Lock) Name() string { return l.name }
 // Hold fails Invalid at once, calling etcd for nothing, for a bad key or
 // option, a nil ctx or fn, inside locks.InTransaction, and inside a hold
 // of the same key on the same prefix (ctx descending from that hold's
-// function context; see Detach); Closed when the Store is closed, or
-// when its etcd lease lapsed while the hold waited ("the session
-// expired"). A call to etcd that fails returns an error naming the lock
+// function context; locks.Detach makes one that does not); Closed when
+// the Store is closed, or when its etcd lease lapsed while the hold
+// waited ("the session expired"). A call to etcd that fails returns an error naming the lock
 // and the key that wraps etcd's error; every other error but fn's own is
 // a *locks.Error.
 //
@@ -91,21 +94,15 @@ func (l *Lock) Name() string { return l.name }
 // hold of a ttl grants the Store's lease: one call more. Safe for
 // concurrent use.
 func (l *Lock) Hold(ctx context.Context, key any, fn locks.HoldFunc, opts ...locks.Option) error {
-	text, st, err := l.check(ctx, key, fn, opts)
+	text, st, err := l.spec.CheckHold(ctx, key, fn, opts)
 	if err != nil {
-		return err
-	}
-	if nestedIn(ctx, dir(l.s.prefix, l.name, text)) {
-		return &locks.Error{Kind: locks.Invalid, Lock: l.name, Key: text, Reason: "held inside a hold of the same key"}
-	}
-	if err := l.s.inTransaction(ctx, l.name, text); err != nil {
 		return err
 	}
 	how := standInLine
 	if st.Wait == 0 {
 		how = noWait
 	}
-	h, err := l.s.acquire(ctx, l.name, text, st, how)
+	h, err := l.s.acquire(ctx, l.spec.Name(), text, st, how)
 	if err != nil {
 		return err
 	}
@@ -121,66 +118,13 @@ func (l *Lock) Hold(ctx context.Context, key any, fn locks.HoldFunc, opts ...loc
 // as Hold's on a free key when it runs fn, one transaction when the key
 // is held. Safe for concurrent use.
 func (l *Lock) TryHold(ctx context.Context, key any, fn locks.HoldFunc, opts ...locks.Option) (acquired bool, err error) {
-	text, st, err := l.check(ctx, key, fn, opts)
+	text, st, err := l.spec.CheckTry(ctx, key, fn, opts)
 	if err != nil {
 		return false, err
 	}
-	if hasWait(opts) {
-		return false, &locks.Error{Kind: locks.Invalid, Lock: l.name, Key: text, Reason: "TryHold never waits: Wait is not one of its options"}
-	}
-	st.Wait = 0
-	h, err := l.s.acquire(ctx, l.name, text, st, try)
+	h, err := l.s.acquire(ctx, l.spec.Name(), text, st, try)
 	if err != nil || h == nil {
 		return false, err
 	}
 	return true, l.s.run(h, fn)
-}
-
-// hasWait reports whether opts hold a Wait option: applied to two
-// settings of different waits, a Wait makes them equal.
-func hasWait(opts []locks.Option) bool {
-	a, errA := locks.Settings{TTL: 1, Wait: 1}.Apply(true, opts...)
-	b, errB := locks.Settings{TTL: 1, Wait: 2}.Apply(true, opts...)
-	return errA == nil && errB == nil && a.Wait == b.Wait
-}
-
-// check validates a hold's arguments as package locks does, in the same
-// order and with the same messages, and returns the key's text and the
-// hold's settings.
-func (l *Lock) check(ctx context.Context, key any, fn locks.HoldFunc, opts []locks.Option) (string, locks.Settings, error) {
-	text, err := locks.KeyText(key)
-	if err != nil {
-		return "", locks.Settings{}, &locks.Error{Kind: locks.Invalid, Lock: l.name, Reason: err.Error()}
-	}
-	if fn == nil {
-		return "", locks.Settings{}, &locks.Error{Kind: locks.Invalid, Lock: l.name, Key: text, Reason: "the function to run is nil"}
-	}
-	st := l.st
-	if len(opts) > 0 {
-		if st, err = st.Apply(true, opts...); err != nil {
-			return "", locks.Settings{}, &locks.Error{Kind: locks.Invalid, Lock: l.name, Key: text, Reason: err.Error()}
-		}
-	}
-	if ctx == nil {
-		return "", locks.Settings{}, &locks.Error{Kind: locks.Invalid, Lock: l.name, Key: text, Reason: "the context is nil"}
-	}
-	if ctx.Err() != nil {
-		return "", locks.Settings{}, canceledError(l.name, text, ctx)
-	}
-	return text, st, nil
-}
-
-// inTransaction returns the Invalid error of a hold inside
-// locks.InTransaction, or nil. Only package locks can read its mark, so
-// the Store asks it: a hold of a private store's lock under ctx fails so
-// at once (and otherwise takes a key nobody else holds, or finds it taken
-// by a concurrent ask: either way not in a transaction). Cost: an
-// in-process hold, well under a microsecond.
-func (s *Store) inTransaction(ctx context.Context, lock, key string) error {
-	err := s.probe.Hold(ctx, "ask", func(context.Context, *locks.Lease) error { return nil }, locks.Wait(0))
-	var le *locks.Error
-	if errors.As(err, &le) && le.Kind == locks.Invalid && le.Reason == "held inside a transaction" {
-		return &locks.Error{Kind: locks.Invalid, Lock: lock, Key: key, Reason: le.Reason}
-	}
-	return nil
 }

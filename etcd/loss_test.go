@@ -1,14 +1,10 @@
 package etcdlocks_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +13,7 @@ import (
 
 	"github.com/holdline/locks"
 	etcdlocks "github.com/holdline/locks/etcd"
+	"github.com/holdline/locks/internal/lockertest"
 )
 
 // childEnv names the endpoints and prefix (endpoints;prefix) a child
@@ -27,32 +24,20 @@ const childEnv = "ETCDLOCKS_TEST_CHILD"
 // the tests' election timeout.
 const childTTL = time.Second
 
-// childHold holds key 9 of lock invoices in etcd, says so on stdout, and
-// waits to be killed.
+// childHold holds key 9 of lock invoices in etcd until killed.
 func childHold() {
 	endpoints, prefix, _ := strings.Cut(os.Getenv(childEnv), ";")
-	fail := func(err error) {
-		fmt.Println("error", err)
-		os.Exit(2)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		fail(err)
-	}
-	s, err := etcdlocks.Open(cli, prefix)
-	if err != nil {
-		fail(err)
-	}
-	l, err := s.OpenLock("invoices", locks.TTL(childTTL))
-	if err != nil {
-		fail(err)
-	}
-	err = l.Hold(context.Background(), 9, func(ctx context.Context, ls *locks.Lease) error {
-		fmt.Printf("held %d\n", ls.Fence)
-		time.Sleep(time.Hour)
-		return nil
+	lockertest.ChildHold(func() (locks.Locker, error) {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, err
+		}
+		s, err := etcdlocks.Open(cli, prefix)
+		if err != nil {
+			return nil, err
+		}
+		return s.OpenLock("invoices", locks.TTL(childTTL))
 	})
-	fail(err)
 }
 
 // A holder process killed with SIGKILL: its lease is no longer renewed,
@@ -63,46 +48,13 @@ func TestKilledHolder(t *testing.T) {
 		t.Skip("starts a child process")
 	}
 	prefix := newPrefix(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(shared.endpoints, ",")+";"+prefix)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	var fence uint64
-	select {
-	case line := <-lines:
-		if _, err := fmt.Sscanf(line, "held %d", &fence); err != nil {
-			t.Fatalf("the child said %q", line)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the child did not hold the key")
-	}
+	child := lockertest.StartChild(t, childEnv+"="+strings.Join(shared.endpoints, ",")+";"+prefix, 60*time.Second)
 	cli := newClient(t, shared.endpoints)
 	o := openLock(t, open(t, cli, prefix), "invoices", locks.TTL(childTTL))
-	w := start(context.Background(), o, 9, locks.Wait(time.Minute))
-	eventually(t, "a waiter", func() bool { return count(t, cli, prefix) == 2 })
-	killed := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	ls, _ := w.held(t)
+	w := lockertest.Start(context.Background(), o, 9, locks.Wait(time.Minute))
+	lockertest.Eventually(t, "a waiter", func() bool { return count(t, cli, prefix) == 2 })
+	killed := child.Kill(t)
+	ls, _ := w.Held(t)
 	after := ls.Granted.Sub(killed)
 	t.Logf("the key went on %v after the kill (ttl %v)", after, childTTL)
 	// etcd checks for lapsed leases every 500 ms, and revokes them
@@ -110,16 +62,13 @@ func TestKilledHolder(t *testing.T) {
 	if after > childTTL+time.Second {
 		t.Fatalf("the key went on %v after the kill, ttl %v", after, childTTL)
 	}
-	if ls.Fence <= fence {
-		t.Fatalf("fence %d after %d", ls.Fence, fence)
+	if ls.Fence <= child.Fence {
+		t.Fatalf("fence %d after %d", ls.Fence, child.Fence)
 	}
-	if err := w.result(t, nil); err != nil {
+	if err := w.Result(t, nil); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Wait()
-	if !strings.Contains(cmd.ProcessState.String(), "killed") {
-		t.Fatalf("the child ended: %v", cmd.ProcessState)
-	}
+	child.Reap(t)
 }
 
 // A process cut from etcd (its client closed under it) while it holds a
@@ -134,17 +83,17 @@ func TestCutFromEtcd(t *testing.T) {
 	cli := newClient(t, shared.endpoints)
 	o := openLock(t, open(t, cli, prefix), "invoices")
 
-	r := start(context.Background(), l, 9)
-	ls, fctx := r.held(t)
-	w := start(context.Background(), o, 9, locks.Wait(time.Minute))
-	eventually(t, "a waiter", func() bool { return count(t, cli, prefix) == 2 })
+	r := lockertest.Start(context.Background(), l, 9)
+	ls, fctx := r.Held(t)
+	w := lockertest.Start(context.Background(), o, 9, locks.Wait(time.Minute))
+	lockertest.Eventually(t, "a waiter", func() bool { return count(t, cli, prefix) == 2 })
 
 	cutAt := time.Now()
 	cut.Close()
 	<-fctx.Done()
 	ended := time.Since(cutAt)
-	wantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: its ttl ran out`)
-	wls, _ := w.held(t)
+	lockertest.WantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: its ttl ran out`)
+	wls, _ := w.Held(t)
 	granted := wls.Granted.Sub(cutAt)
 	t.Logf("cut: the function's context ended after %v, the waiter got the key after %v (ttl 1s)", ended, granted)
 	if ended >= time.Second {
@@ -156,16 +105,16 @@ func TestCutFromEtcd(t *testing.T) {
 	if wls.Fence <= ls.Fence {
 		t.Fatalf("fence %d after %d", wls.Fence, ls.Fence)
 	}
-	err := r.result(t, nil)
-	wantMessage(t, err, `lock invoices: key "9": the lease was lost: its ttl ran out`)
+	err := r.Result(t, nil)
+	lockertest.WantMessage(t, err, `lock invoices: key "9": the lease was lost: its ttl ran out`)
 	if !errors.Is(err, locks.ErrLost) {
 		t.Fatal(err)
 	}
-	if err := w.result(t, nil); err != nil {
+	if err := w.Result(t, nil); err != nil {
 		t.Fatal(err)
 	}
 	// The cut process's later holds fail, naming etcd's error.
-	err = l.Hold(context.Background(), 9, noop)
+	err = l.Hold(context.Background(), 9, lockertest.Noop)
 	if err == nil || !strings.HasPrefix(err.Error(), `lock invoices: key "9": etcd: `) {
 		t.Fatalf("a hold through a closed client: %v", err)
 	}
@@ -179,14 +128,14 @@ func TestCutWaiterExpires(t *testing.T) {
 	l := openLock(t, open(t, cli, prefix), "invoices")
 	cut := newClient(t, shared.endpoints)
 	o := openLock(t, open(t, cut, prefix), "invoices", locks.TTL(time.Second))
-	r := start(context.Background(), l, 9)
-	r.held(t)
-	w := start(context.Background(), o, 9, locks.Wait(time.Minute))
-	eventually(t, "a waiter", func() bool { return count(t, cli, prefix) == 2 })
+	r := lockertest.Start(context.Background(), l, 9)
+	r.Held(t)
+	w := lockertest.Start(context.Background(), o, 9, locks.Wait(time.Minute))
+	lockertest.Eventually(t, "a waiter", func() bool { return count(t, cli, prefix) == 2 })
 	cut.Close()
-	wantMessage(t, w.wait(t), `lock invoices: key "9": the session expired: closed`)
-	eventually(t, "the waiter's key gone with its lease", func() bool { return count(t, cli, prefix) == 1 })
-	if err := r.result(t, nil); err != nil {
+	lockertest.WantMessage(t, w.Wait(t), `lock invoices: key "9": the session expired: closed`)
+	lockertest.Eventually(t, "the waiter's key gone with its lease", func() bool { return count(t, cli, prefix) == 1 })
+	if err := r.Result(t, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -198,8 +147,8 @@ func TestKeyDeletedUnderHolder(t *testing.T) {
 	prefix := newPrefix(t)
 	cli := newClient(t, shared.endpoints)
 	l := openLock(t, open(t, cli, prefix), "invoices")
-	r := start(context.Background(), l, 9)
-	_, fctx := r.held(t)
+	r := lockertest.Start(context.Background(), l, 9)
+	_, fctx := r.Held(t)
 	if _, err := cli.Delete(context.Background(), prefix+"/", clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
@@ -208,8 +157,8 @@ func TestKeyDeletedUnderHolder(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the function's context did not end")
 	}
-	wantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: its ttl ran out`)
-	wantMessage(t, r.result(t, nil), `lock invoices: key "9": the lease was lost: its ttl ran out`)
+	lockertest.WantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: its ttl ran out`)
+	lockertest.WantMessage(t, r.Result(t, nil), `lock invoices: key "9": the lease was lost: its ttl ran out`)
 }
 
 // A Store's lease revoked by another hand: a function running under it
@@ -229,13 +178,13 @@ func TestLeaseRevokedByAnotherHand(t *testing.T) {
 		}
 		return clientv3.LeaseID(resp.Kvs[0].Lease)
 	}
-	r := start(ctx, l, 9)
-	_, fctx := r.held(t)
+	r := lockertest.Start(ctx, l, 9)
+	_, fctx := r.Held(t)
 	if _, err := cli.Revoke(ctx, leaseOf()); err != nil {
 		t.Fatal(err)
 	}
 	<-fctx.Done()
-	wantMessage(t, r.result(t, nil), `lock invoices: key "9": the lease was lost: its ttl ran out`)
+	lockertest.WantMessage(t, r.Result(t, nil), `lock invoices: key "9": the lease was lost: its ttl ran out`)
 	for range 3 {
 		var id clientv3.LeaseID
 		if err := l.Hold(ctx, 9, func(context.Context, *locks.Lease) error { id = leaseOf(); return nil }); err != nil {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/holdline/locks"
 	etcdlocks "github.com/holdline/locks/etcd"
+	"github.com/holdline/locks/internal/lockertest"
 )
 
 // shared is the one-member etcd most tests use, each under a prefix of
@@ -218,13 +218,10 @@ func open(t testing.TB, cli *clientv3.Client, prefix string, opts ...etcdlocks.O
 	return s
 }
 
+// openLock opens the lock called name of s, failing t on an error.
 func openLock(t testing.TB, s *etcdlocks.Store, name string, opts ...locks.Option) *etcdlocks.Lock {
 	t.Helper()
-	l, err := s.OpenLock(name, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return lockertest.Open(t, s.OpenLock, name, opts...)
 }
 
 // count returns how many keys etcd has under prefix.
@@ -237,112 +234,4 @@ func count(t testing.TB, cli *clientv3.Client, prefix string) int64 {
 		t.Fatal(err)
 	}
 	return resp.Count
-}
-
-// eventually waits up to 10 s for cond.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// running is a Hold in progress, its function waiting to be told what to
-// return.
-type running struct {
-	lease   chan *locks.Lease
-	ctx     chan context.Context
-	release chan error
-	done    chan error
-}
-
-func start(ctx context.Context, l locks.Locker, key any, opts ...locks.Option) *running {
-	r := &running{lease: make(chan *locks.Lease, 1), ctx: make(chan context.Context, 1), release: make(chan error, 1), done: make(chan error, 1)}
-	go func() {
-		r.done <- l.Hold(ctx, key, func(ctx context.Context, ls *locks.Lease) error {
-			r.lease <- ls
-			r.ctx <- ctx
-			return <-r.release
-		}, opts...)
-	}()
-	return r
-}
-
-// held waits for r's function to run, and returns its lease and context.
-func (r *running) held(t testing.TB) (*locks.Lease, context.Context) {
-	t.Helper()
-	select {
-	case ls := <-r.lease:
-		return ls, <-r.ctx
-	case err := <-r.done:
-		t.Fatalf("Hold returned %v before its function ran", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the function did not run")
-	}
-	return nil, nil
-}
-
-// result lets r's function return fnErr and returns what Hold returned.
-func (r *running) result(t testing.TB, fnErr error) error {
-	t.Helper()
-	r.release <- fnErr
-	return r.wait(t)
-}
-
-func (r *running) wait(t testing.TB) error {
-	t.Helper()
-	select {
-	case err := <-r.done:
-		return err
-	case <-time.After(20 * time.Second):
-		t.Fatal("Hold did not return")
-	}
-	return nil
-}
-
-func wantMessage(t testing.TB, err error, want string) {
-	t.Helper()
-	if err == nil || err.Error() != want {
-		t.Fatalf("error %v, want %q", err, want)
-	}
-}
-
-func noop(context.Context, *locks.Lease) error { return nil }
-
-// errBoom is a function's own error.
-var errBoom = errors.New("boom")
-
-// exclusive counts the holders of keys inside their functions, and fails
-// the test if two hold one key at once.
-type exclusive struct {
-	mu     sync.Mutex
-	inside map[string]int
-	fences map[string]uint64
-}
-
-func (x *exclusive) enter(t testing.TB, ls *locks.Lease) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.inside == nil {
-		x.inside, x.fences = make(map[string]int), make(map[string]uint64)
-	}
-	k := ls.Lock + "/" + ls.Key
-	x.inside[k]++
-	if x.inside[k] != 1 {
-		t.Errorf("key %s: %d holders at once", k, x.inside[k])
-	}
-	if ls.Fence <= x.fences[k] {
-		t.Errorf("key %s: fence %d after %d", k, ls.Fence, x.fences[k])
-	}
-	x.fences[k] = ls.Fence
-}
-
-func (x *exclusive) leave(ls *locks.Lease) {
-	x.mu.Lock()
-	x.inside[ls.Lock+"/"+ls.Key]--
-	x.mu.Unlock()
 }

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/holdline/locks"
+	"github.com/holdline/locks/internal/remote"
 )
 
 // session is one etcd lease of a Store, for the locks of one ttl (in
@@ -56,12 +57,12 @@ const (
 // lostError is the error of a lease of key text of lock lost for why,
 // with package locks' message.
 func lostError(lock, text string, why loss) *locks.Error {
-	reason := "the lease was lost: its ttl ran out"
+	reason := remote.LostTTL
 	switch why {
 	case lostClosed:
-		reason = "the lease was lost: its store closed"
+		reason = remote.LostClosed
 	case lostMaxHold:
-		reason = "the lease was lost: it was revoked at its maxHold"
+		reason = remote.LostMaxHold
 	}
 	return &locks.Error{Kind: locks.Lost, Lock: lock, Key: text, Reason: reason}
 }
@@ -72,11 +73,11 @@ func endedError(lock, text string, why loss) *locks.Error {
 	if why == lostClosed {
 		return errStoreClosed(lock, text)
 	}
-	return &locks.Error{Kind: locks.Closed, Lock: lock, Key: text, Reason: "the session expired"}
+	return &locks.Error{Kind: locks.Closed, Lock: lock, Key: text, Reason: remote.Expired}
 }
 
 func errStoreClosed(lock, text string) *locks.Error {
-	return &locks.Error{Kind: locks.Closed, Lock: lock, Key: text, Reason: "the store is closed"}
+	return &locks.Error{Kind: locks.Closed, Lock: lock, Key: text, Reason: remote.StoreClosed}
 }
 
 // margin is how long before etcd could let a lease lapse the session
@@ -259,7 +260,7 @@ func (ss *session) loseLocked(why loss) {
 	}
 	for h := range ss.holds {
 		if h.held {
-			h.loseLocked(lostError(h.lock, h.key, why))
+			h.run.Lose(lostError(h.lock, h.key, why))
 		} else if h.cancelWait != nil {
 			h.cancelWait(endedError(h.lock, h.key, why))
 		}

@@ -2,480 +2,80 @@ package etcdlocks_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/holdline/locks"
-	etcdlocks "github.com/holdline/locks/etcd"
+	"github.com/holdline/locks/internal/lockertest"
 )
 
-// target is where a case of the contract runs: a lock of this process, or
-// a lock in etcd. open returns a handle of the case's holder; other one
-// of another holder (for etcd, another Store on another client: another
-// process).
-type target struct {
-	open, other func(t testing.TB, name string, opts ...locks.Option) locks.Locker
-	detach      func(context.Context) context.Context
-	// queued waits until n holds stand in line behind the holder.
-	queued func(t testing.TB, n int)
-	// untouched fails the test if anything was held or waited for.
-	untouched func(t testing.TB)
-	// closeStore closes the store (for etcd, both processes' Stores).
-	closeStore func()
-}
-
-var targets = []struct {
-	name string
-	make func(t *testing.T) *target
-}{
-	{"in-process", func(t *testing.T) *target {
-		store := locks.NewStore()
-		t.Cleanup(func() { store.Close() })
-		open := func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
-			l, err := locks.OpenLock(store, name, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return l
-		}
-		return &target{
-			open: open, other: open, detach: locks.Detach,
-			queued: func(t testing.TB, n int) {
-				eventually(t, fmt.Sprintf("%d waits", n), func() bool { return store.Stats().Waits >= uint64(n) })
-			},
-			untouched: func(t testing.TB) {
-				if st := store.Stats(); st.Grants != 0 || st.Waits != 0 || st.Keys != 0 {
-					t.Fatalf("the store changed: %+v", st)
-				}
-			},
-			closeStore: func() { store.Close() },
-		}
-	}},
-	{"etcd", func(t *testing.T) *target {
-		prefix := newPrefix(t)
-		c1, c2 := newClient(t, shared.endpoints), newClient(t, shared.endpoints)
-		s1, s2 := open(t, c1, prefix), open(t, c2, prefix)
-		return &target{
-			open: func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
-				return openLock(t, s1, name, opts...)
-			},
-			other: func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
-				return openLock(t, s2, name, opts...)
-			},
-			detach: etcdlocks.Detach,
-			queued: func(t testing.TB, n int) {
-				eventually(t, fmt.Sprintf("%d waiters", n), func() bool { return count(t, c1, prefix) >= int64(n+1) })
-			},
-			untouched: func(t testing.TB) {
-				if n := count(t, c1, prefix); n != 0 {
-					t.Fatalf("%d keys under the prefix", n)
-				}
-			},
-			closeStore: func() {
-				// The other's first: closing the holder's Store revokes
-				// its lease, which would give the key to a waiter of the
-				// other's.
-				s2.Close()
-				s1.Close()
-			},
-		}
-	}},
-}
-
-type InvoiceID string
-
-type point struct{ x, y int }
-
-// specCases are the rules of the contract that hold for any Locker: each
-// runs against an in-process lock and a lock in etcd, with the same
-// messages.
-var specCases = []struct {
-	name string
-	run  func(t *testing.T, tg *target)
-}{
-	{"hold runs fn and returns its error", func(t *testing.T, tg *target) {
-		l := tg.open(t, "invoices")
-		ctx := context.Background()
-		var got *locks.Lease
-		err := l.Hold(ctx, 9, func(ctx context.Context, ls *locks.Lease) error {
-			got = ls
-			return errBoom
-		})
-		if err != errBoom {
-			t.Fatalf("Hold: %v, want fn's own error as it is", err)
-		}
-		if got == nil || got.Lock != "invoices" || got.Key != "9" || got.Fence == 0 || got.Granted.IsZero() || !got.Deadline.IsZero() {
-			t.Fatalf("lease %+v", got)
-		}
-		if d := time.Since(got.Granted); d < 0 || d > 10*time.Second {
-			t.Fatalf("granted %v ago", d)
-		}
-		if err := l.Hold(ctx, 9, noop); err != nil {
-			t.Fatal(err)
-		}
-	}},
-	{"a key is its text", func(t *testing.T, tg *target) {
-		l, o := tg.open(t, "invoices"), tg.other(t, "invoices")
-		r := start(context.Background(), l, 9)
-		r.held(t)
-		for _, k := range []any{9, int64(9), "9", InvoiceID("9"), []byte("9"), uint8(9)} {
-			ok, err := o.TryHold(context.Background(), k, noop)
-			if ok || err != nil {
-				t.Fatalf("TryHold(%T %v) = %v, %v while 9 is held", k, k, ok, err)
-			}
-		}
-		if ok, err := o.TryHold(context.Background(), 10, noop); !ok || err != nil {
-			t.Fatalf("TryHold(10) = %v, %v", ok, err)
-		}
-		if ok, err := o.TryHold(context.Background(), "9/x", noop); !ok || err != nil {
-			t.Fatalf(`TryHold("9/x") = %v, %v: a key whose text begins with another's is another key`, ok, err)
-		}
-		other := tg.other(t, "payments")
-		if ok, err := other.TryHold(context.Background(), 9, noop); !ok || err != nil {
-			t.Fatalf("another lock's 9: %v, %v", ok, err)
-		}
-		if err := r.result(t, nil); err != nil {
-			t.Fatal(err)
-		}
-	}},
-	{"waiters are served first come first served, fences rising", func(t *testing.T, tg *target) {
-		l, o := tg.open(t, "invoices"), tg.other(t, "invoices")
-		ctx := context.Background()
-		holder := start(ctx, l, "k")
-		first, _ := holder.held(t)
-		const n = 5
-		waiters := make([]*running, n)
-		for i := range waiters {
-			lk := o
-			if i%2 == 1 {
-				lk = l
-			}
-			waiters[i] = start(ctx, lk, "k", locks.Wait(20*time.Second))
-			tg.queued(t, i+1)
-		}
-		if ok, err := o.TryHold(ctx, "k", noop); ok || err != nil {
-			t.Fatalf("TryHold with a line: %v, %v", ok, err)
-		}
-		holder.release <- nil
-		last := first.Fence
-		for i, w := range waiters {
-			ls, _ := w.held(t)
-			if ls.Fence <= last {
-				t.Fatalf("waiter %d: fence %d after %d", i, ls.Fence, last)
-			}
-			last = ls.Fence
-			for j := i + 1; j < n; j++ {
-				select {
-				case <-waiters[j].lease:
-					t.Fatalf("waiter %d ran while %d held the key", j, i)
-				default:
-				}
-			}
-			if err := w.result(t, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := holder.wait(t); err != nil {
-			t.Fatal(err)
-		}
-	}},
-	{"the wait passes: in use", func(t *testing.T, tg *target) {
-		l, o := tg.open(t, "invoices"), tg.other(t, "invoices")
-		r := start(context.Background(), l, 9)
-		ls, _ := r.held(t)
-		begin := time.Now()
-		err := o.Hold(context.Background(), 9, noop, locks.Wait(100*time.Millisecond))
-		if d := time.Since(begin); d < 100*time.Millisecond {
-			t.Fatalf("in use after %v", d)
-		}
-		wantMessage(t, err, `lock invoices: key "9": held past the hold's wait: in use`)
-		var le *locks.Error
-		if !errors.Is(err, locks.ErrInUse) || !errors.As(err, &le) || le.Kind != locks.InUse || le.Lock != "invoices" || le.Key != "9" {
-			t.Fatalf("%#v", err)
-		}
-		if le.HolderFence != ls.Fence || le.HeldFor < 100*time.Millisecond {
-			t.Fatalf("holder fence %d (want %d), held for %v", le.HolderFence, ls.Fence, le.HeldFor)
-		}
-		err = o.Hold(context.Background(), 9, noop, locks.Wait(0))
-		wantMessage(t, err, `lock invoices: key "9": held past the hold's wait: in use`)
-		if err := r.result(t, nil); err != nil {
-			t.Fatal(err)
-		}
-		// The waiter that timed out left the line: the key is free.
-		if ok, err := o.TryHold(context.Background(), 9, noop); !ok || err != nil {
-			t.Fatalf("after the timeout and the release: %v, %v", ok, err)
-		}
-	}},
-	{"Wait(Forever) waits until the key comes", func(t *testing.T, tg *target) {
-		l, o := tg.open(t, "invoices"), tg.other(t, "invoices")
-		r := start(context.Background(), l, 9)
-		r.held(t)
-		w := start(context.Background(), o, 9, locks.Wait(locks.Forever))
-		tg.queued(t, 1)
-		time.Sleep(50 * time.Millisecond)
-		if err := r.result(t, nil); err != nil {
-			t.Fatal(err)
-		}
-		w.held(t)
-		if err := w.result(t, nil); err != nil {
-			t.Fatal(err)
-		}
-	}},
-	{"try hold", func(t *testing.T, tg *target) {
-		l, o := tg.open(t, "invoices"), tg.other(t, "invoices")
-		ok, err := l.TryHold(context.Background(), "a", func(ctx context.Context, ls *locks.Lease) error {
-			if ok, err := o.TryHold(context.Background(), "a", noop); ok || err != nil {
-				t.Errorf("TryHold of a held key: %v, %v", ok, err)
-			}
-			return errBoom
-		})
-		if !ok || err != errBoom {
-			t.Fatalf("TryHold = %v, %v", ok, err)
-		}
-		_, err = l.TryHold(context.Background(), "a", noop, locks.Wait(time.Second))
-		wantMessage(t, err, `lock invoices: key "a": TryHold never waits: Wait is not one of its options: invalid`)
-	}},
-	{"a waiter whose ctx ends leaves the line", func(t *testing.T, tg *target) {
-		l, o := tg.open(t, "invoices"), tg.other(t, "invoices")
-		r := start(context.Background(), l, 9)
-		r.held(t)
-		why := errors.New("the user went away")
-		ctx, cancel := context.WithCancelCause(context.Background())
-		w := start(ctx, o, 9, locks.Wait(time.Minute))
-		tg.queued(t, 1)
-		next := start(context.Background(), o, 9, locks.Wait(time.Minute))
-		tg.queued(t, 2)
-		cancel(why)
-		err := w.wait(t)
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, why) {
-			t.Fatalf("%v: want context.Canceled and its cause", err)
-		}
-		wantMessage(t, err, `lock invoices: key "9": the hold's context ended: context canceled: the user went away`)
-		if err := r.result(t, nil); err != nil {
-			t.Fatal(err)
-		}
-		next.held(t)
-		if err := next.result(t, nil); err != nil {
-			t.Fatal(err)
-		}
-		ended, stop := context.WithCancel(context.Background())
-		stop()
-		ran := false
-		err = l.Hold(ended, 9, func(context.Context, *locks.Lease) error { ran = true; return nil })
-		if ran || !errors.Is(err, context.Canceled) {
-			t.Fatalf("an ended ctx: ran %v, %v", ran, err)
-		}
-		wantMessage(t, err, `lock invoices: key "9": the hold's context ended: context canceled`)
-	}},
-	{"bad calls fail invalid at once, with in-process messages", func(t *testing.T, tg *target) {
-		l := tg.open(t, "invoices")
-		ctx := context.Background()
-		long := strings.Repeat("k", locks.MaxKeyLen+1)
-		for _, c := range []struct {
-			key  any
-			fn   locks.HoldFunc
-			ctx  context.Context
-			opts []locks.Option
-			want string
-		}{
-			{key: 1.5, want: `lock invoices: a key is a string, an integer, a []byte, a [N]byte or an encoding.TextMarshaler, not a float64: invalid`},
-			{key: point{1, 2}, want: `lock invoices: a key is a string, an integer, a []byte, a [N]byte or an encoding.TextMarshaler, not a etcdlocks_test.point: invalid`},
-			{key: nil, want: `lock invoices: the key is nil: invalid`},
-			{key: "", want: `lock invoices: the key is empty: invalid`},
-			{key: long, want: `lock invoices: the key is 1025 bytes long, more than 1024: invalid`},
-			{key: 9, fn: nil, want: `lock invoices: key "9": the function to run is nil: invalid`},
-			{key: 9, opts: []locks.Option{locks.Wait(-time.Second)}, want: `lock invoices: key "9": the wait is negative (-1s): invalid`},
-			{key: 9, opts: []locks.Option{locks.MaxHold(-time.Second)}, want: `lock invoices: key "9": the maxHold is negative (-1s): invalid`},
-			{key: 9, opts: []locks.Option{locks.TTL(time.Second)}, want: `lock invoices: key "9": a ttl is set when the lock is opened, not per hold: invalid`},
-			{key: 9, opts: []locks.Option{{}}, want: `lock invoices: key "9": an Option must be made by TTL, MaxHold or Wait: invalid`},
-			{key: 9, ctx: nil, want: `lock invoices: key "9": the context is nil: invalid`},
-			{key: 9, ctx: locks.InTransaction(ctx), want: `lock invoices: key "9": held inside a transaction: invalid`},
-		} {
-			fn := c.fn
-			if c.want != `lock invoices: key "9": the function to run is nil: invalid` {
-				fn = noop
-			}
-			cctx := c.ctx
-			if cctx == nil && c.want != `lock invoices: key "9": the context is nil: invalid` {
-				cctx = ctx
-			}
-			err := l.Hold(cctx, c.key, fn, c.opts...)
-			wantMessage(t, err, c.want)
-			if !errors.Is(err, locks.ErrInvalid) {
-				t.Fatalf("%v is not ErrInvalid", err)
-			}
-		}
-		tg.untouched(t)
-		if ok, err := l.TryHold(locks.InTransaction(ctx), 9, noop); !ok || err != nil {
-			t.Fatalf("TryHold in a transaction: %v, %v", ok, err)
-		}
-	}},
-	{"bad locks fail invalid, with in-process messages", func(t *testing.T, tg *target) {
-		_, err := tryOpen(tg, "in voices")
-		wantMessage(t, err, `lock "in voices": a name is made of A-Z a-z 0-9 _ - . : /, not " " (byte 2): invalid`)
-		_, err = tryOpen(tg, "invoices", locks.TTL(0))
-		wantMessage(t, err, `lock invoices: the ttl must be positive, not 0s: invalid`)
-	}},
-	{"a hold inside a hold of the same key fails invalid", func(t *testing.T, tg *target) {
-		l, o := tg.open(t, "invoices"), tg.other(t, "invoices")
-		same := tg.open(t, "invoices")
-		err := l.Hold(context.Background(), 9, func(ctx context.Context, _ *locks.Lease) error {
-			wantMessage(t, same.Hold(ctx, "9", noop), `lock invoices: key "9": held inside a hold of the same key: invalid`)
-			wantMessage(t, o.Hold(context.WithValue(ctx, "k", 1), 9, noop), `lock invoices: key "9": held inside a hold of the same key: invalid`)
-			if ok, err := l.TryHold(ctx, 9, noop); ok || err != nil {
-				t.Errorf("nested TryHold: %v, %v", ok, err)
-			}
-			if err := l.Hold(ctx, 10, noop); err != nil {
-				t.Errorf("a hold of another key inside: %v", err)
-			}
-			// Detached, it is another holder, and waits in line.
-			wantMessage(t, l.Hold(tg.detach(ctx), 9, noop, locks.Wait(20*time.Millisecond)),
-				`lock invoices: key "9": held past the hold's wait: in use`)
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Once the hold has returned, its context no longer marks one.
-		var kept context.Context
-		l.Hold(context.Background(), 9, func(ctx context.Context, _ *locks.Lease) error { kept = ctx; return nil })
-		if err := l.Hold(context.WithoutCancel(kept), 9, noop); err != nil {
-			t.Fatalf("a hold under the context of a hold that returned: %v", err)
-		}
-	}},
-	{"the caller's ctx ending ends fn's, not the lease", func(t *testing.T, tg *target) {
-		l, o := tg.open(t, "invoices"), tg.other(t, "invoices")
-		ctx, cancel := context.WithCancel(context.Background())
-		r := start(ctx, l, 9)
-		_, fctx := r.held(t)
-		cancel()
-		<-fctx.Done()
-		if ok, err := o.TryHold(context.Background(), 9, noop); ok || err != nil {
-			t.Fatalf("the key was let go as the caller's ctx ended: %v, %v", ok, err)
-		}
-		if err := r.result(t, errBoom); err != errBoom {
-			t.Fatalf("Hold: %v, want fn's error", err)
-		}
-	}},
-	{"maxHold revokes: fn's ctx ends, the next gets the key, Hold fails lost", func(t *testing.T, tg *target) {
-		l := tg.open(t, "invoices", locks.MaxHold(100*time.Millisecond))
-		o := tg.other(t, "invoices")
-		r := start(context.Background(), l, "m")
-		ls, fctx := r.held(t)
-		if d := ls.Deadline.Sub(ls.Granted); d != 100*time.Millisecond {
-			t.Fatalf("deadline %v after the grant", d)
-		}
-		w := start(context.Background(), o, "m", locks.Wait(10*time.Second))
-		wls, _ := w.held(t) // before r's function returns
-		if wls.Fence <= ls.Fence {
-			t.Fatalf("fence %d after %d", wls.Fence, ls.Fence)
-		}
-		select {
-		case <-fctx.Done():
-		default:
-			t.Fatal("the next holder got the key before the revoked one's ctx ended")
-		}
-		cause := context.Cause(fctx)
-		wantMessage(t, cause, `lock invoices: key "m": the lease was lost: it was revoked at its maxHold`)
-		if !errors.Is(cause, locks.ErrLost) {
-			t.Fatalf("cause %v", cause)
-		}
-		err := r.result(t, errBoom)
-		wantMessage(t, err, `lock invoices: key "m": the lease was lost: it was revoked at its maxHold; the function returned: boom`)
-		if !errors.Is(err, locks.ErrLost) || !errors.Is(err, errBoom) {
-			t.Fatalf("%v: want ErrLost wrapping fn's error", err)
-		}
-		if err := w.result(t, nil); err != nil {
-			t.Fatal(err)
-		}
-	}},
-	{"a panic lets the key go and goes on", func(t *testing.T, tg *target) {
-		l := tg.open(t, "invoices")
-		func() {
-			defer func() {
-				if r := recover(); r != "oops" {
-					t.Fatalf("recovered %v", r)
-				}
-			}()
-			l.Hold(context.Background(), 9, func(context.Context, *locks.Lease) error { panic("oops") })
-		}()
-		if ok, err := tg.other(t, "invoices").TryHold(context.Background(), 9, noop); !ok || err != nil {
-			t.Fatalf("after a panic: %v, %v", ok, err)
-		}
-	}},
-	{"HoldValue and TryHoldValue through Locker", func(t *testing.T, tg *target) {
-		l := tg.open(t, "invoices")
-		v, err := locks.HoldValue(context.Background(), l, 9, func(ctx context.Context, ls *locks.Lease) (string, error) {
-			return "receipt " + ls.Key, nil
-		})
-		if v != "receipt 9" || err != nil {
-			t.Fatalf("HoldValue = %q, %v", v, err)
-		}
-		n, ok, err := locks.TryHoldValue(context.Background(), l, 9, func(ctx context.Context, ls *locks.Lease) (int, error) {
-			return 42, nil
-		})
-		if n != 42 || !ok || err != nil {
-			t.Fatalf("TryHoldValue = %v, %v, %v", n, ok, err)
-		}
-	}},
-	{"closing the store: waiters closed, leases lost, later calls closed", func(t *testing.T, tg *target) {
-		l, o := tg.open(t, "invoices"), tg.other(t, "invoices")
-		r := start(context.Background(), l, 9)
-		_, fctx := r.held(t)
-		w := start(context.Background(), o, 9, locks.Wait(time.Minute))
-		tg.queued(t, 1)
-		tg.closeStore()
-		wantMessage(t, w.wait(t), `lock invoices: key "9": the store is closed: closed`)
-		<-fctx.Done()
-		wantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: its store closed`)
-		err := r.result(t, nil)
-		wantMessage(t, err, `lock invoices: key "9": the lease was lost: its store closed`)
-		if !errors.Is(err, locks.ErrLost) {
-			t.Fatal(err)
-		}
-		wantMessage(t, l.Hold(context.Background(), 9, noop), `lock invoices: key "9": the store is closed: closed`)
-		_, err = l.TryHold(context.Background(), 9, noop)
-		wantMessage(t, err, `lock invoices: key "9": the store is closed: closed`)
-		_, err = tryOpen(tg, "invoices")
-		wantMessage(t, err, `lock invoices: the store is closed: closed`)
-	}},
-}
-
-// tryOpen opens a lock where tg's holder would, returning the error.
-func tryOpen(tg *target, name string, opts ...locks.Option) (locks.Locker, error) {
-	var l locks.Locker
-	ft := &fatalCatcher{}
-	func() {
-		defer func() { recover() }()
-		l = tg.open(ft, name, opts...)
-	}()
-	return l, ft.err
-}
-
-// fatalCatcher is a testing.TB whose Fatal records the error and stops
-// the call.
-type fatalCatcher struct {
-	testing.TB
-	err error
-}
-
-func (f *fatalCatcher) Helper() {}
-func (f *fatalCatcher) Fatal(args ...any) {
-	if e, ok := args[0].(error); ok {
-		f.err = e
-	}
-	panic(f)
-}
-
+// The contract's cases against a lock of this process and a lock in etcd,
+// its other holder another Store on another client (another process):
+// the same results, the same messages.
 func TestSpec(t *testing.T) {
-	for _, c := range specCases {
-		t.Run(c.name, func(t *testing.T) {
-			for _, tgt := range targets {
-				t.Run(tgt.name, func(t *testing.T) { c.run(t, tgt.make(t)) })
+	lockertest.Run(t,
+		lockertest.Maker{Name: "in-process", Make: lockertest.InProcess},
+		lockertest.Maker{Name: "etcd", Make: func(t *testing.T) *lockertest.Target {
+			prefix := newPrefix(t)
+			c1, c2 := newClient(t, shared.endpoints), newClient(t, shared.endpoints)
+			s1, s2 := open(t, c1, prefix), open(t, c2, prefix)
+			return &lockertest.Target{
+				Open: func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
+					return openLock(t, s1, name, opts...)
+				},
+				Other: func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
+					return openLock(t, s2, name, opts...)
+				},
+				// The line stands in etcd: the holder's key and one per waiter.
+				Queued: func(t testing.TB, n int) {
+					lockertest.Eventually(t, fmt.Sprintf("%d waiters", n), func() bool { return count(t, c1, prefix) >= int64(n+1) })
+				},
+				Untouched: func(t testing.TB) {
+					if n := count(t, c1, prefix); n != 0 {
+						t.Fatalf("%d keys under the prefix", n)
+					}
+				},
+				CloseStore: func() {
+					// The other's first: closing the holder's Store revokes
+					// its lease, which would give the key to a waiter of the
+					// other's.
+					s2.Close()
+					s1.Close()
+				},
+				RevokesFirst: true,
+				ClosedAfter:  true,
 			}
-		})
+		}},
+	)
+}
+
+// Holds nest only on one prefix: a hold of the same key through another
+// Store on it (another process) inside a hold fails Invalid; the same
+// lock name and key on another prefix, or in a store of package locks, is
+// another key, and a hold of it inside waits for nothing, either way
+// round.
+func TestNestedOnlyOnOnePrefix(t *testing.T) {
+	prefix := newPrefix(t)
+	l := openLock(t, open(t, newClient(t, shared.endpoints), prefix), "invoices")
+	same := openLock(t, open(t, newClient(t, shared.endpoints), prefix), "invoices")
+	elsewhere := openLock(t, open(t, newClient(t, shared.endpoints), newPrefix(t)), "invoices")
+	local := lockertest.InProcess(t).Open(t, "invoices")
+	ctx := context.Background()
+	err := l.Hold(ctx, 9, func(ctx context.Context, _ *locks.Lease) error {
+		lockertest.WantMessage(t, same.Hold(ctx, 9, lockertest.Noop), `lock invoices: key "9": held inside a hold of the same key: invalid`)
+		if err := elsewhere.Hold(ctx, 9, lockertest.Noop); err != nil {
+			t.Errorf("another prefix's key inside: %v", err)
+		}
+		if err := local.Hold(ctx, 9, lockertest.Noop); err != nil {
+			t.Errorf("package locks' key inside: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = local.Hold(ctx, 9, func(ctx context.Context, _ *locks.Lease) error { return l.Hold(ctx, 9, lockertest.Noop) })
+	if err != nil {
+		t.Fatalf("a key in etcd inside package locks' key of the same name: %v", err)
 	}
 }

@@ -64,9 +64,6 @@ type Store struct {
 	prefix string // ends with "/"
 	skew   time.Duration
 
-	probeStore *locks.Store // a private store, for what only package locks can see in a context
-	probe      *locks.Lock
-
 	bg       context.Context // the Store's own calls': cancelled at the end of Close
 	bgCancel context.CancelFunc
 	seq      atomic.Uint64 // numbers each hold's key
@@ -107,8 +104,6 @@ func Open(client *clientv3.Client, prefix string, opts ...Option) (*Store, error
 		done:     make(chan struct{}),
 	}
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
-	s.probeStore = locks.NewStore(locks.Shards(1))
-	s.probe, _ = locks.OpenLock(s.probeStore, "etcdlocks.probe")
 	return s, nil
 }
 
@@ -153,7 +148,6 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.bgCancel()
 	s.wg.Wait()
-	s.probeStore.Close()
 	close(s.done)
 	return first
 }
