@@ -38,22 +38,11 @@ func TestKilledHolder(t *testing.T) {
 	s := servertest.Serve(t)
 	child := lockertest.StartChild(t, childEnv+"="+s.Addr, 30*time.Second)
 	o := openLock(t, dial(t, s.Addr), "invoices", locks.TTL(childTTL))
-	w := lockertest.Start(context.Background(), o, 9, locks.Wait(time.Minute))
-	lockertest.Queued(t, s.Store, 1)
-	killed := child.Kill(t)
-	ls, _ := w.Held(t)
-	after := ls.Granted.Sub(killed)
+	after := child.Killed(t, o, func() { lockertest.Queued(t, s.Store, 1) })
 	t.Logf("the key went on %v after the kill (ttl %v)", after, childTTL)
 	// The session's last renewal came at most a third of a ttl (and a
 	// round trip) before the kill; the lapse fires within a tick or so.
 	if after < childTTL-childTTL/3-20*time.Millisecond || after > childTTL+100*time.Millisecond {
 		t.Fatalf("the key went on %v after the kill, ttl %v", after, childTTL)
 	}
-	if ls.Fence <= child.Fence {
-		t.Fatalf("fence %d after %d", ls.Fence, child.Fence)
-	}
-	if err := w.Result(t, nil); err != nil {
-		t.Fatal(err)
-	}
-	child.Reap(t)
 }

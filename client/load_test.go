@@ -1,8 +1,6 @@
 package client_test
 
 import (
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,19 +13,11 @@ import (
 // 100 × 1,000 without the race detector; under it (ten times slower on a
 // small machine) 100 × 100, unless LOCKS_LOAD_HOLDS says otherwise.
 func loadScale() (clients, holds int) {
-	clients, holds = 100, 1000
+	holds = 1000
 	if raceEnabled {
 		holds = 100
 	}
-	if s := os.Getenv("LOCKS_LOAD_HOLDS"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			holds = n
-		}
-	}
-	if testing.Short() {
-		holds = min(holds, 20)
-	}
-	return clients, holds
+	return 100, lockertest.LoadHolds("LOCKS_LOAD_HOLDS", holds)
 }
 
 // 100 clients hold 50 keys of one server over and over: every grant is

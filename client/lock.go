@@ -173,12 +173,8 @@ func (c *Client) acquire(ctx context.Context, lock, text string, st locks.Settin
 			c.releaseInBackgroundLocked(e.id, e.gen, e.ttl) // it may have been granted unseen
 			c.mu.Unlock()
 		}
-		if ctx.Err() != nil {
-			return nil, locks.ContextError(lock, text, ctx)
-		}
-		var own *locks.Error
-		if errors.As(cause, &own) {
-			return nil, own
+		if err := waitEnded(ctx, cause, lock, text); err != nil {
+			return nil, err
 		}
 		if le := pb.ErrorOf(err); le != nil {
 			return nil, le
@@ -195,12 +191,8 @@ func (c *Client) acquire(ctx context.Context, lock, text string, st locks.Settin
 		c.mu.Lock()
 		c.releaseInBackgroundLocked(e.id, e.gen, e.ttl)
 		c.mu.Unlock()
-		if ctx.Err() != nil {
-			return nil, locks.ContextError(lock, text, ctx)
-		}
-		var own *locks.Error
-		if errors.As(cause, &own) {
-			return nil, own
+		if err := waitEnded(ctx, cause, lock, text); err != nil {
+			return nil, err
 		}
 		return nil, &locks.Error{Kind: locks.Closed, Lock: lock, Key: text, Reason: remote.Expired}
 	}
@@ -213,6 +205,20 @@ func (c *Client) acquire(ctx context.Context, lock, text string, st locks.Settin
 	c.rearmLocked(e)
 	c.mu.Unlock()
 	return e, nil
+}
+
+// waitEnded returns the error of a wait for key text of lock that ended
+// as the caller's ctx ended (Canceled), or as the client ended it itself
+// with cause (its session expired, the client closed); nil otherwise.
+func waitEnded(ctx context.Context, cause error, lock, text string) error {
+	if ctx.Err() != nil {
+		return locks.ContextError(lock, text, ctx)
+	}
+	var own *locks.Error
+	if errors.As(cause, &own) {
+		return own
+	}
+	return nil
 }
 
 // run calls fn holding e's key, and lets the key go however fn ends.

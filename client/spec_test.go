@@ -13,30 +13,22 @@ import (
 // The contract's cases against a lock of this process and a client's
 // lock on a loopback server: the same results, the same messages.
 func TestSpec(t *testing.T) {
-	lockertest.Run(t,
-		lockertest.Maker{Name: "in-process", Make: lockertest.InProcess},
-		lockertest.Maker{Name: "remote", Make: func(t *testing.T) *lockertest.Target {
-			s := servertest.Serve(t)
-			c1, c2 := dial(t, s.Addr), dial(t, s.Addr)
-			tg := lockertest.OnStore(s.Store)
-			tg.Open = func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
-				return openLock(t, c1, name, opts...)
-			}
-			tg.Other = func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
-				return openLock(t, c2, name, opts...)
-			}
-			tg.CloseStore = func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				s.Server.Shutdown(ctx)
-			}
-			// The server passes a revoked key on, then tells its holder.
-			tg.RevokesFirst = false
-			// A client whose server is gone fails in the transport.
-			tg.ClosedAfter = false
-			return tg
-		}},
-	)
+	lockertest.Run(t, "remote", func(t *testing.T) *lockertest.Target {
+		s := servertest.Serve(t)
+		c1, c2 := dial(t, s.Addr), dial(t, s.Addr)
+		tg := lockertest.OnStore(s.Store)
+		tg.Open, tg.Other = lockertest.Opener(c1.OpenLock), lockertest.Opener(c2.OpenLock)
+		tg.CloseStore = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s.Server.Shutdown(ctx)
+		}
+		// The server passes a revoked key on, then tells its holder.
+		tg.RevokesFirst = false
+		// A client whose server is gone fails in the transport.
+		tg.ClosedAfter = false
+		return tg
+	})
 }
 
 // A client's hold and a hold of package locks of the same lock name and

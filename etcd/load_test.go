@@ -1,8 +1,6 @@
 package etcdlocks_test
 
 import (
-	"os"
-	"strconv"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -15,16 +13,7 @@ import (
 // 20 × 200, unless ETCDLOCKS_LOAD_HOLDS says otherwise; 20 × 20 with
 // -short.
 func loadScale() (clients, holds int) {
-	clients, holds = 20, 200
-	if s := os.Getenv("ETCDLOCKS_LOAD_HOLDS"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			holds = n
-		}
-	}
-	if testing.Short() {
-		holds = min(holds, 20)
-	}
-	return clients, holds
+	return 20, lockertest.LoadHolds("ETCDLOCKS_LOAD_HOLDS", 200)
 }
 
 // 20 processes (a client and a Store each) hold 10 keys over and over:

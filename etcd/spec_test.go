@@ -13,40 +13,33 @@ import (
 // its other holder another Store on another client (another process):
 // the same results, the same messages.
 func TestSpec(t *testing.T) {
-	lockertest.Run(t,
-		lockertest.Maker{Name: "in-process", Make: lockertest.InProcess},
-		lockertest.Maker{Name: "etcd", Make: func(t *testing.T) *lockertest.Target {
-			prefix := newPrefix(t)
-			c1, c2 := newClient(t, shared.endpoints), newClient(t, shared.endpoints)
-			s1, s2 := open(t, c1, prefix), open(t, c2, prefix)
-			return &lockertest.Target{
-				Open: func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
-					return openLock(t, s1, name, opts...)
-				},
-				Other: func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
-					return openLock(t, s2, name, opts...)
-				},
-				// The line stands in etcd: the holder's key and one per waiter.
-				Queued: func(t testing.TB, n int) {
-					lockertest.Eventually(t, fmt.Sprintf("%d waiters", n), func() bool { return count(t, c1, prefix) >= int64(n+1) })
-				},
-				Untouched: func(t testing.TB) {
-					if n := count(t, c1, prefix); n != 0 {
-						t.Fatalf("%d keys under the prefix", n)
-					}
-				},
-				CloseStore: func() {
-					// The other's first: closing the holder's Store revokes
-					// its lease, which would give the key to a waiter of the
-					// other's.
-					s2.Close()
-					s1.Close()
-				},
-				RevokesFirst: true,
-				ClosedAfter:  true,
-			}
-		}},
-	)
+	lockertest.Run(t, "etcd", func(t *testing.T) *lockertest.Target {
+		prefix := newPrefix(t)
+		c1, c2 := newClient(t, shared.endpoints), newClient(t, shared.endpoints)
+		s1, s2 := open(t, c1, prefix), open(t, c2, prefix)
+		return &lockertest.Target{
+			Open:  lockertest.Opener(s1.OpenLock),
+			Other: lockertest.Opener(s2.OpenLock),
+			// The line stands in etcd: the holder's key and one per waiter.
+			Queued: func(t testing.TB, n int) {
+				lockertest.Eventually(t, fmt.Sprintf("%d waiters", n), func() bool { return count(t, c1, prefix) >= int64(n+1) })
+			},
+			Untouched: func(t testing.TB) {
+				if n := count(t, c1, prefix); n != 0 {
+					t.Fatalf("%d keys under the prefix", n)
+				}
+			},
+			CloseStore: func() {
+				// The other's first: closing the holder's Store revokes
+				// its lease, which would give the key to a waiter of the
+				// other's.
+				s2.Close()
+				s1.Close()
+			},
+			RevokesFirst: true,
+			ClosedAfter:  true,
+		}
+	})
 }
 
 // Holds nest only on one prefix: a hold of the same key through another

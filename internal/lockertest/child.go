@@ -63,24 +63,32 @@ func StartChild(t *testing.T, env string, within time.Duration) *Child {
 	return c
 }
 
-// Kill kills the child with SIGKILL, and returns when.
-func (c *Child) Kill(t testing.TB) time.Time {
+// Killed has a hold of o wait in line for the child's key, waits for it
+// to stand there (queued), then kills the child with SIGKILL. It fails t
+// unless the waiter gets the key with a higher fence and SIGKILL ended
+// the child, and returns how long after the kill the key was granted
+// (for the caller to bound: when a dead holder's key may go on is the
+// Locker's own).
+func (c *Child) Killed(t testing.TB, o locks.Locker, queued func()) time.Duration {
 	t.Helper()
+	w := Start(context.Background(), o, 9, locks.Wait(time.Minute))
+	queued()
 	killed := time.Now()
 	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	return killed
-}
-
-// Reap waits for the child to end, and fails t unless SIGKILL ended it:
-// a child that ended of itself failed to hold on.
-func (c *Child) Reap(t testing.TB) {
-	t.Helper()
+	ls, _ := w.Held(t)
+	if ls.Fence <= c.Fence {
+		t.Fatalf("fence %d after %d", ls.Fence, c.Fence)
+	}
+	if err := w.Result(t, nil); err != nil {
+		t.Fatal(err)
+	}
 	c.cmd.Wait()
 	if !strings.Contains(c.cmd.ProcessState.String(), "killed") {
-		t.Fatalf("the child ended: %v", c.cmd.ProcessState)
+		t.Fatalf("the child ended: %v", c.cmd.ProcessState) // of itself: it did not hold on
 	}
+	return ls.Granted.Sub(killed)
 }
 
 // ChildHold is the child's side of StartChild: it opens its lock with

@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +39,30 @@ func Open[L any](t testing.TB, open func(string, ...locks.Option) (L, error), na
 		t.Fatal(err)
 	}
 	return l
+}
+
+// Opener returns a Target's Open (or Other) of open, a Store's or a
+// Client's OpenLock: its handles as Lockers.
+func Opener[L locks.Locker](open func(string, ...locks.Option) (L, error)) func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
+	return func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
+		t.Helper()
+		return Open(t, open, name, opts...)
+	}
+}
+
+// LoadHolds returns how many holds each Locker of a load test makes:
+// holds, unless the environment variable env says otherwise; at most 20
+// with -short.
+func LoadHolds(env string, holds int) int {
+	if s := os.Getenv(env); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			holds = n
+		}
+	}
+	if testing.Short() {
+		holds = min(holds, 20)
+	}
+	return holds
 }
 
 // Eventually waits up to 10 s for cond, failing t past that.
@@ -232,11 +258,9 @@ type Target struct {
 // OnStore returns a Target on store, of this process, handles of both
 // holders on it: what every Locker is held to.
 func OnStore(store *locks.Store) *Target {
-	open := func(t testing.TB, name string, opts ...locks.Option) locks.Locker {
-		return Open(t, func(name string, opts ...locks.Option) (*locks.Lock, error) {
-			return locks.OpenLock(store, name, opts...)
-		}, name, opts...)
-	}
+	open := Opener(func(name string, opts ...locks.Option) (*locks.Lock, error) {
+		return locks.OpenLock(store, name, opts...)
+	})
 	return &Target{
 		Open: open, Other: open,
 		Queued: func(t testing.TB, n int) { t.Helper(); Queued(t, store, n) },
@@ -266,20 +290,19 @@ func InProcess(t *testing.T) *Target {
 	return OnStore(store)
 }
 
-// Maker names a kind of Locker and makes a Target of it for a test.
-type Maker struct {
-	Name string
-	Make func(t *testing.T) *Target
-}
-
-// Run runs every case of the contract against each target, a target of
-// a new Make for every case: a subtest per case, and in it a subtest per
-// target.
-func Run(t *testing.T, targets ...Maker) {
+// Run runs every case of the contract against a lock of this process
+// (InProcess) and against the Locker called name, on a Target newTarget
+// makes for each case: a subtest per case, and in it a subtest per
+// Locker.
+func Run(t *testing.T, name string, newTarget func(t *testing.T) *Target) {
+	targets := []struct {
+		name string
+		make func(t *testing.T) *Target
+	}{{"in-process", InProcess}, {name, newTarget}}
 	for _, c := range Cases {
 		t.Run(c.Name, func(t *testing.T) {
 			for _, tg := range targets {
-				t.Run(tg.Name, func(t *testing.T) { c.Run(t, tg.Make(t)) })
+				t.Run(tg.name, func(t *testing.T) { c.Run(t, tg.make(t)) })
 			}
 		})
 	}
