@@ -576,10 +576,12 @@ type rpcError struct {
 	err       error
 }
 
+// Error names the lock and the key, then the call's error.
 func (e *rpcError) Error() string {
 	return "lock " + e.lock + ": key " + strconv.Quote(e.key) + ": " + e.err.Error()
 }
 
+// Unwrap returns the gRPC status error, for errors.Is and errors.As.
 func (e *rpcError) Unwrap() error { return e.err }
 
 // GRPCStatus returns the status of the call, for status.FromError and

@@ -224,8 +224,10 @@ type etcdError struct {
 	err       error
 }
 
+// Error names the lock and the key, then etcd's error.
 func (e *etcdError) Error() string {
 	return "lock " + e.lock + ": key " + strconv.Quote(e.key) + ": etcd: " + e.err.Error()
 }
 
+// Unwrap returns etcd's error, for errors.Is and errors.As.
 func (e *etcdError) Unwrap() error { return e.err }

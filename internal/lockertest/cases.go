@@ -18,8 +18,10 @@ type point struct{ x, y int }
 
 // Case is one rule of the contract, checked against a Target.
 type Case struct {
+	// Name says the rule, as the case's subtest is named.
 	Name string
-	Run  func(t *testing.T, tg *Target)
+	// Run checks the rule against tg, failing t where it does not hold.
+	Run func(t *testing.T, tg *Target)
 }
 
 // Cases are the rules of the contract that hold for any Locker, with
@@ -400,7 +402,10 @@ type fatalCatcher struct {
 	err error
 }
 
+// Helper does nothing: a fatalCatcher reports nothing itself.
 func (f *fatalCatcher) Helper() {}
+
+// Fatal records its first argument, if an error, and stops the call.
 func (f *fatalCatcher) Fatal(args ...any) {
 	if e, ok := args[0].(error); ok {
 		f.err = e

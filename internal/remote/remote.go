@@ -43,13 +43,14 @@ type Lock struct {
 // Open checks the name and options of a lock as locks.OpenLock does,
 // with its messages, and returns the lock.
 //
-// mark is the lock's name in the marks of its holds (locks.MarkHold):
-// name itself where the lock's keys are those of every lock so named, as
-// package locks' and a locksd server's are, so that a hold of the same
-// key inside one of its holds, of any Locker, is nested; a name of the
-// Locker's own where its keys are a space apart (an etcd prefix), so
-// that only holds of that space count. Such a name should hold a space,
-// which no lock name does, so that it never meets one.
+// mark is the lock's name in the marks of its holds (locks.MarkHold),
+// which package locks' nesting checks compare: name itself where the
+// lock's keys are named as package locks names its own (a locksd
+// server's), so that a hold of the same name and key inside one of its
+// holds is nested whichever Locker makes it; a name of the Locker's own
+// where its keys are a space apart (an etcd prefix), so that only holds
+// of that space count. Such a name should hold a space, which no lock
+// name does, so that it never meets one.
 func Open(name, mark string, opts []locks.Option) (Lock, error) {
 	if err := locks.CheckName(name); err != nil {
 		return Lock{}, err
@@ -63,9 +64,6 @@ func Open(name, mark string, opts []locks.Option) (Lock, error) {
 
 // Name returns the lock's name.
 func (l *Lock) Name() string { return l.name }
-
-// Mark returns the lock's name in its holds' marks (see Open).
-func (l *Lock) Mark() string { return l.mark }
 
 // Settings returns the settings the lock was opened with.
 func (l *Lock) Settings() locks.Settings { return l.settings }
