@@ -38,11 +38,24 @@ const phaseLen = 2 * time.Millisecond
 // operation.
 const checkEvery = 16
 
+// clock is what the interleaved runs read the time from: realClock, or
+// a test's, which moves only when its holds say so.
+type clock interface {
+	Now() time.Time
+	Since(t time.Time) time.Duration
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                  { return time.Now() }
+func (realClock) Since(t time.Time) time.Duration { return time.Since(t) }
+
 // phase is one peer's turn: every worker runs its operation of the peer
 // until stop.
 type phase struct {
 	ops   [][]func() // by subject, then worker
 	who   int        // the subject whose turn it is
+	clock clock
 	start time.Time
 	stop  atomic.Bool
 	n     atomic.Int64 // operations done
@@ -70,7 +83,10 @@ func interleave(env *Env, sc Scenario, peers []Peer, benchtime time.Duration, se
 	workers := procs * sc.perP()
 	ls := make([]Locker, len(peers))
 	loads := make([]Load, len(peers))
-	ph := &phase{ops: make([][]func(), len(peers)), label: make([]context.Context, len(peers))}
+	ph := &phase{ops: make([][]func(), len(peers)), label: make([]context.Context, len(peers)), clock: env.clock}
+	if ph.clock == nil {
+		ph.clock = realClock{}
+	}
 	for i, p := range peers {
 		ls[i] = p.New()
 		loads[i] = sc.Load(env, ls[i])
@@ -107,9 +123,9 @@ func interleave(env *Env, sc Scenario, peers []Peer, benchtime time.Duration, se
 	runtime.ReadMemStats(&mem)
 	goal := 2 * mem.HeapAlloc
 	collect := func() {
-		t := time.Now()
+		t := ph.clock.Now()
 		runtime.GC()
-		d := time.Since(t)
+		d := ph.clock.Since(t)
 		var total uint64
 		for _, b := range sinceGC {
 			total += b
@@ -136,7 +152,7 @@ func interleave(env *Env, sc Scenario, peers []Peer, benchtime time.Duration, se
 		ph.n.Store(0)
 		ph.end.Store(0)
 		ph.done.Add(workers)
-		ph.start = time.Now()
+		ph.start = ph.clock.Now()
 		for _, c := range cmds {
 			c <- ph
 		}
@@ -205,11 +221,11 @@ func worker(w int, cmds <-chan *phase) {
 		n := int64(0)
 		for !ph.stop.Load() {
 			op()
-			if n++; n%checkEvery == 0 && time.Since(ph.start) >= phaseLen {
+			if n++; n%checkEvery == 0 && ph.clock.Since(ph.start) >= phaseLen {
 				ph.stop.Store(true)
 			}
 		}
-		end := int64(time.Since(ph.start))
+		end := int64(ph.clock.Since(ph.start))
 		for {
 			old := ph.end.Load()
 			if end <= old || ph.end.CompareAndSwap(old, end) {

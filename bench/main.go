@@ -12,7 +12,9 @@
 //	go run ./bench -json bench/results.json
 //	go run ./bench -run 'peer=locks$' -cpuprofile cpu.pprof   # writes pprof/cpu.pprof
 //
-// The peers (peers*.go) sit behind one adapter, Locker: the library; a
+// The peers (peers*.go) sit behind one interface, Locker, and implement
+// Waiter where they can bound a wait; those that are a lock and unlock
+// pair share one generic adapter (peers_adapter.go). They are the library; a
 // hand-written map of refcounted sync.Mutex; the same with one-slot
 // channels (a FIFO lock); github.com/moby/locker; k8s.io/utils/keymutex
 // (NewHashed, marked: unrelated keys wait on each other); a map of

@@ -6,7 +6,10 @@ import (
 	"sync"
 )
 
+// memoryScenario is the memory scenario of those of peers that keep keys
+// apart: the others cannot hold N keys at once.
 func memoryScenario(peers []Peer) Scenario {
+	shared := filter(peers, func(p Peer) bool { return !p.Class.KeysApart() })
 	return Scenario{
 		Name:  "memory",
 		Title: "heap bytes per key with N keys held at once (a goroutine each), and per key left after they were all released",
@@ -18,11 +21,11 @@ func memoryScenario(peers []Peer) Scenario {
 			"measured once, at the last GOMAXPROCS (the figures do not depend on it).",
 			"HeapAlloc after runtime.GC, minus the same N goroutines parked without a lock (peer 'none'); goroutine stacks are not heap.",
 			"after: every hold returned and every goroutine ended, the peer's instance still alive.",
-			"keymutex and the floors cannot hold N keys at once (keys share their mutexes): not shown; keymutex's memory is fixed, NumCPU mutexes.",
+			names(shared) + " cannot hold N keys at once (keys share their locks): not shown; keymutex's memory is fixed, NumCPU mutexes.",
 			"floor-contract's held key is its 128-byte record, its entry and a map slot; its maps never shrink (as the peers'), so its",
 			"B/key after release is no floor: the contract has a key let go leave nothing behind.",
 		},
-		Peers:   peers,
+		Peers:   filter(peers, func(p Peer) bool { return p.Class.KeysApart() }),
 		Once:    memory,
 		AtScale: true,
 		OneCPU:  true,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/moby/locker"
@@ -45,22 +46,34 @@ func (c Class) Mark() string {
 	return ""
 }
 
-// Locker is the adapter every peer implements: the three ways a scenario
+// KeysApart reports whether peers of class c keep keys independent:
+// correct peers and the floors of the contract. Only they can hold many
+// keys at once (the memory scenario).
+func (c Class) KeysApart() bool { return c == Correct || c == Contract }
+
+// Locker is the interface every peer implements: the ways a scenario
 // holds a key. fn runs holding the key. Scenarios build fn once per
 // goroutine, so passing it allocates nothing per hold.
 type Locker interface {
 	// Hold runs fn holding key, waiting as long as it takes (locks: its
 	// default 10 s wait, the only kind it has).
 	Hold(key string, fn func())
-	// HoldWait runs fn holding key if the key comes within wait, and
-	// reports whether it did. Peers whose Waits is false cannot bound a
-	// wait; for them it is never called.
-	HoldWait(key string, wait time.Duration, fn func()) bool
 	// HoldMax runs fn holding key with a maxHold armed from the grant and
-	// disarmed when fn returns (peers: time.AfterFunc and Stop).
+	// disarmed when fn returns (the lock/unlock peers: armed, a
+	// time.AfterFunc and its Stop).
 	HoldMax(key string, maxHold time.Duration, fn func())
 	// Close releases what the instance owns.
 	Close()
+}
+
+// Waiter is a Locker that can bound a wait. A peer whose instances
+// implement it takes part in the scenarios of bounded waits (Peer.Waits);
+// the others do not implement it.
+type Waiter interface {
+	Locker
+	// HoldWait runs fn holding key if the key comes within wait, and
+	// reports whether it did.
+	HoldWait(key string, wait time.Duration, fn func()) bool
 }
 
 // Peer is one keyed-lock implementation under test.
@@ -71,7 +84,8 @@ type Peer struct {
 	Class Class
 	// FIFO reports whether waiters are served in the order they came.
 	FIFO bool
-	// Waits reports whether HoldWait can bound a wait.
+	// Waits reports whether the peer can bound a wait: Peers sets it from
+	// whether an instance implements Waiter.
 	Waits bool
 	// About says what the peer is, in a few words.
 	About string
@@ -83,19 +97,34 @@ type Peer struct {
 // Peers returns every peer, locks first, then the correct peers, then the
 // marked ones, then the floors of the contract.
 func Peers() []Peer {
-	return []Peer{
-		{Name: "locks", Class: Correct, FIFO: true, Waits: true, About: "this library (default 10 s wait always armed)", New: newLocksPeer},
+	ps := []Peer{
+		{Name: "locks", Class: Correct, FIFO: true, About: "this library (default 10 s wait always armed)", New: newLocksPeer},
 		{Name: "mutexmap", Class: Correct, About: "map of refcounted sync.Mutex under one sync.Mutex", New: newMutexMap},
-		{Name: "chanmap", Class: Correct, FIFO: true, Waits: true, About: "map of refcounted 1-slot channels; waits: context.WithTimeout", New: newChanMap},
-		{Name: "moby-locker", Class: Correct, About: "github.com/moby/locker", New: func() Locker { return &mobyPeer{l: locker.New()} }},
-		{Name: "semaphore", Class: Correct, FIFO: true, About: "map of x/sync semaphore.Weighted(1), context.Background", New: func() Locker { return newSemMap(false) }},
-		{Name: "semaphore-timeout", Class: Correct, FIFO: true, Waits: true, About: "the same, context.WithTimeout(10 s) per hold", New: func() Locker { return newSemMap(true) }},
-		{Name: "keymutex", Class: SharesKeys, About: "k8s.io/utils/keymutex.NewHashed(0): NumCPU mutexes", New: func() Locker { return &keymutexPeer{km: keymutex.NewHashed(0)} }},
-		{Name: "floor-mutex", Class: Floor, About: "one sync.Mutex Lock/Unlock, keys ignored", New: func() Locker { return new(mutexFloor) }},
-		{Name: "floor-cas", Class: Floor, About: "one atomic CompareAndSwap/Store pair, keys ignored", New: func() Locker { return new(casFloor) }},
+		{Name: "chanmap", Class: Correct, FIFO: true, About: "map of refcounted 1-slot channels; waits: context.WithTimeout", New: newChanMap},
+		{Name: "moby-locker", Class: Correct, About: "github.com/moby/locker", New: func() Locker { return adapt(mobyKeys{locker.New()}) }},
+		{Name: "semaphore", Class: Correct, FIFO: true, About: "map of x/sync semaphore.Weighted(1), context.Background", New: newSemMap},
+		{Name: "semaphore-timeout", Class: Correct, FIFO: true, About: "the same, context.WithTimeout(10 s) per hold", New: newSemTimeoutMap},
+		{Name: "keymutex", Class: SharesKeys, About: "k8s.io/utils/keymutex.NewHashed(0): NumCPU mutexes", New: func() Locker { return adapt(hashedKeys{keymutex.NewHashed(0)}) }},
+		{Name: "floor-mutex", Class: Floor, About: "one sync.Mutex Lock/Unlock, keys ignored", New: func() Locker { return adapt(new(mutexFloor)) }},
+		{Name: "floor-cas", Class: Floor, About: "one atomic CompareAndSwap/Store pair, keys ignored", New: func() Locker { return adapt(new(casFloor)) }},
 		{Name: contractName, Class: Contract, FIFO: true, About: "only what the contract needs: hash, shard, entry, 128 B record, clock, fence; maxHold not armed", New: func() Locker { return newContractFloor(false) }},
 		{Name: contractAfterFuncName, Class: Contract, FIFO: true, About: "the same, a time.AfterFunc armed and stopped per maxHold", New: func() Locker { return newContractFloor(true) }},
 	}
+	for i := range ps {
+		l := ps[i].New()
+		_, ps[i].Waits = l.(Waiter)
+		l.Close()
+	}
+	return ps
+}
+
+// names lists the names of peers, comma-separated, for a note.
+func names(peers []Peer) string {
+	var ns []string
+	for _, p := range peers {
+		ns = append(ns, p.Name)
+	}
+	return strings.Join(ns, ", ")
 }
 
 // The floors of the contract, by name: contractName is the reference of
@@ -107,7 +136,7 @@ const (
 
 // noPeer is the baseline of the memory scenario: Hold runs fn holding
 // nothing, so its figures are what the goroutines themselves cost.
-var noPeer = Peer{Name: "none", Class: Floor, About: "no lock: the goroutines alone", New: func() Locker { return noLock{} }}
+var noPeer = Peer{Name: "none", Class: Floor, About: "no lock: the goroutines alone", New: func() Locker { return adapt(noLock{}) }}
 
 // deadlineWait is the wait of every bounded hold: the library's default.
 const deadlineWait = locks.DefaultWait
@@ -116,8 +145,16 @@ const deadlineWait = locks.DefaultWait
 // cancel the holder's context; the benchmark only needs the timer.
 func expired() {}
 
-// locksPeer adapts the library. fn's HoldFunc wrapper stays on the stack:
-// Hold does not let its function escape.
+// armed runs fn with a maxHold armed before it and disarmed after it, as
+// the lock/unlock peers do it: a time.AfterFunc and its Stop.
+func armed(maxHold time.Duration, fn func()) {
+	t := time.AfterFunc(maxHold, expired)
+	fn()
+	t.Stop()
+}
+
+// locksPeer adapts the library, a Waiter. fn's HoldFunc wrapper stays on
+// the stack: Hold does not let its function escape.
 type locksPeer struct {
 	store *locks.Store
 	lock  *locks.Lock

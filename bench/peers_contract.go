@@ -103,10 +103,6 @@ func newContractFloor(afterFunc bool) Locker {
 
 func (f *contractFloor) Hold(key string, fn func()) { f.hold(key, 0, fn) }
 
-func (f *contractFloor) HoldWait(string, time.Duration, func()) bool {
-	panic("bench: floor-contract cannot bound a wait")
-}
-
 // HoldMax of floor-contract only records the deadline: it is the hold a
 // maxHold must stay within 10 % of. floor-contract+AfterFunc also arms a
 // runtime timer, as the peers do.

@@ -4,71 +4,36 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // The floors: one primitive for every key, the cost below which no keyed
-// lock can go; and noLock, the memory scenario's baseline.
+// lock can go; and noLock, the memory scenario's baseline. Each is a
+// keyLock that ignores its keys, measured through the same adapter as the
+// keyed peers.
 
 // mutexFloor is one sync.Mutex for every key: the cost of a bare
 // Lock/Unlock (shared by every goroutine, so contended where they run in
 // parallel).
 type mutexFloor struct{ mu sync.Mutex }
 
-func (p *mutexFloor) Hold(_ string, fn func()) {
-	p.mu.Lock()
-	fn()
-	p.mu.Unlock()
-}
-
-func (p *mutexFloor) HoldWait(string, time.Duration, func()) bool {
-	panic("bench: floor cannot bound a wait")
-}
-
-func (p *mutexFloor) HoldMax(_ string, maxHold time.Duration, fn func()) {
-	p.mu.Lock()
-	t := time.AfterFunc(maxHold, expired)
-	fn()
-	t.Stop()
-	p.mu.Unlock()
-}
-
-func (p *mutexFloor) Close() {}
+func (p *mutexFloor) Lock(string) struct{}    { p.mu.Lock(); return struct{}{} }
+func (p *mutexFloor) Unlock(string, struct{}) { p.mu.Unlock() }
 
 // casFloor is one word for every key, taken with CompareAndSwap (yielding
 // the processor while it fails) and given back with Store.
 type casFloor struct{ state atomic.Int32 }
 
-func (p *casFloor) lock() {
+func (p *casFloor) Lock(string) struct{} {
 	for !p.state.CompareAndSwap(0, 1) {
 		runtime.Gosched()
 	}
+	return struct{}{}
 }
 
-func (p *casFloor) Hold(_ string, fn func()) {
-	p.lock()
-	fn()
-	p.state.Store(0)
-}
-
-func (p *casFloor) HoldWait(string, time.Duration, func()) bool {
-	panic("bench: floor cannot bound a wait")
-}
-
-func (p *casFloor) HoldMax(_ string, maxHold time.Duration, fn func()) {
-	p.lock()
-	t := time.AfterFunc(maxHold, expired)
-	fn()
-	t.Stop()
-	p.state.Store(0)
-}
-
-func (p *casFloor) Close() {}
+func (p *casFloor) Unlock(string, struct{}) { p.state.Store(0) }
 
 // noLock holds nothing: the memory scenario's baseline.
 type noLock struct{}
 
-func (noLock) Hold(_ string, fn func())                           { fn() }
-func (noLock) HoldWait(_ string, _ time.Duration, fn func()) bool { fn(); return true }
-func (noLock) HoldMax(_ string, _ time.Duration, fn func())       { fn() }
-func (noLock) Close()                                             {}
+func (noLock) Lock(string) struct{}    { return struct{}{} }
+func (noLock) Unlock(string, struct{}) {}

@@ -10,15 +10,17 @@ import (
 
 // The hand-written peers: what a Go programmer writes when no library is
 // at hand, a map of per-key locks under one mutex, each entry counting
-// its holders and waiters and deleted when unused.
+// its holders and waiters and deleted when unused. Each is a keyLock
+// whose Lock returns the key's entry, so that Unlock needs no second
+// lookup.
 
 // refMap is the hand-written keyed lock: one sync.Mutex over a map of
 // per-key entries, each counting the goroutines that hold or want it, and
 // deleted when that count falls to zero. T is the per-key lock.
 type refMap[T any] struct {
-	mu sync.Mutex
-	m  map[string]*refEntry[T]
-	mk func() *refEntry[T]
+	mu      sync.Mutex
+	m       map[string]*refEntry[T]
+	newLock func() T // nil where T's zero value is ready to use
 }
 
 type refEntry[T any] struct {
@@ -26,11 +28,20 @@ type refEntry[T any] struct {
 	refs int // guarded by the map's mutex
 }
 
+// init makes r's map; newLock makes an entry's lock (nil: its zero value).
+func (r *refMap[T]) init(newLock func() T) {
+	r.m = make(map[string]*refEntry[T])
+	r.newLock = newLock
+}
+
 func (r *refMap[T]) ref(key string) *refEntry[T] {
 	r.mu.Lock()
 	e := r.m[key]
 	if e == nil {
-		e = r.mk()
+		e = new(refEntry[T])
+		if r.newLock != nil {
+			e.lock = r.newLock()
+		}
 		r.m[key] = e
 	}
 	e.refs++
@@ -51,136 +62,108 @@ func (r *refMap[T]) unref(key string, e *refEntry[T]) {
 type mutexMap struct{ refMap[sync.Mutex] }
 
 func newMutexMap() Locker {
-	p := &mutexMap{}
-	p.m = make(map[string]*refEntry[sync.Mutex])
-	p.mk = func() *refEntry[sync.Mutex] { return new(refEntry[sync.Mutex]) }
-	return p
+	p := new(mutexMap)
+	p.init(nil)
+	return adapt(p)
 }
 
-func (p *mutexMap) Hold(key string, fn func()) {
+func (p *mutexMap) Lock(key string) *refEntry[sync.Mutex] {
 	e := p.ref(key)
 	e.lock.Lock()
-	fn()
+	return e
+}
+
+func (p *mutexMap) Unlock(key string, e *refEntry[sync.Mutex]) {
 	e.lock.Unlock()
 	p.unref(key, e)
 }
-
-func (p *mutexMap) HoldWait(string, time.Duration, func()) bool {
-	panic("bench: mutexmap cannot bound a wait")
-}
-
-func (p *mutexMap) HoldMax(key string, maxHold time.Duration, fn func()) {
-	e := p.ref(key)
-	e.lock.Lock()
-	t := time.AfterFunc(maxHold, expired)
-	fn()
-	t.Stop()
-	e.lock.Unlock()
-	p.unref(key, e)
-}
-
-func (p *mutexMap) Close() {}
 
 // chanMap is a refMap of one-slot channels, the common hand-written FIFO
 // lock: a full channel's blocked senders are served in order, and a
-// receive hands the slot straight to the first of them.
+// receive hands the slot straight to the first of them. It bounds a wait
+// by selecting on the channel and a context.WithTimeout.
 type chanMap struct{ refMap[chan struct{}] }
 
 func newChanMap() Locker {
-	p := &chanMap{}
-	p.m = make(map[string]*refEntry[chan struct{}])
-	p.mk = func() *refEntry[chan struct{}] { return &refEntry[chan struct{}]{lock: make(chan struct{}, 1)} }
-	return p
+	p := new(chanMap)
+	p.init(func() chan struct{} { return make(chan struct{}, 1) })
+	return adapt(p)
 }
 
-func (p *chanMap) Hold(key string, fn func()) {
+func (p *chanMap) Lock(key string) *refEntry[chan struct{}] {
 	e := p.ref(key)
 	e.lock <- struct{}{}
-	fn()
-	<-e.lock
-	p.unref(key, e)
+	return e
 }
 
-func (p *chanMap) HoldWait(key string, wait time.Duration, fn func()) bool {
+func (p *chanMap) LockWait(key string, wait time.Duration) (*refEntry[chan struct{}], bool) {
 	e := p.ref(key)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
 	select {
 	case e.lock <- struct{}{}:
-		cancel()
-		fn()
-		<-e.lock
-		p.unref(key, e)
-		return true
+		return e, true
 	case <-ctx.Done():
-		cancel()
 		p.unref(key, e)
-		return false
+		return nil, false
 	}
 }
 
-func (p *chanMap) HoldMax(key string, maxHold time.Duration, fn func()) {
-	e := p.ref(key)
-	e.lock <- struct{}{}
-	t := time.AfterFunc(maxHold, expired)
-	fn()
-	t.Stop()
+func (p *chanMap) Unlock(key string, e *refEntry[chan struct{}]) {
 	<-e.lock
 	p.unref(key, e)
 }
 
-func (p *chanMap) Close() {}
+// semMap is a refMap of semaphore.Weighted(1), FIFO, each acquired with
+// context.Background: no bounded wait.
+type semMap struct{ refMap[*semaphore.Weighted] }
 
-// semMap is a refMap of semaphore.Weighted(1), FIFO. With timeout, every
-// hold waits under a context.WithTimeout of deadlineWait (or HoldWait's
-// wait), the idiomatic lock with a deadline.
-type semMap struct {
-	refMap[*semaphore.Weighted]
-	timeout bool
+func newSemMap() Locker {
+	p := new(semMap)
+	p.init(newWeighted)
+	return adapt(p)
 }
 
-func newSemMap(timeout bool) Locker {
-	p := &semMap{timeout: timeout}
-	p.m = make(map[string]*refEntry[*semaphore.Weighted])
-	p.mk = func() *refEntry[*semaphore.Weighted] {
-		return &refEntry[*semaphore.Weighted]{lock: semaphore.NewWeighted(1)}
-	}
-	return p
-}
+func newWeighted() *semaphore.Weighted { return semaphore.NewWeighted(1) }
 
-// acquire takes e's semaphore, bounded by wait when the peer has timeouts.
-func (p *semMap) acquire(e *refEntry[*semaphore.Weighted], wait time.Duration) bool {
-	if !p.timeout {
-		return e.lock.Acquire(context.Background(), 1) == nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	err := e.lock.Acquire(ctx, 1)
-	cancel()
-	return err == nil
-}
-
-func (p *semMap) Hold(key string, fn func()) { p.HoldWait(key, deadlineWait, fn) }
-
-func (p *semMap) HoldWait(key string, wait time.Duration, fn func()) bool {
+func (p *semMap) Lock(key string) *refEntry[*semaphore.Weighted] {
 	e := p.ref(key)
-	ok := p.acquire(e, wait)
-	if ok {
-		fn()
-		e.lock.Release(1)
-	}
-	p.unref(key, e)
-	return ok
+	e.lock.Acquire(context.Background(), 1) // never fails: the context never ends
+	return e
 }
 
-func (p *semMap) HoldMax(key string, maxHold time.Duration, fn func()) {
-	e := p.ref(key)
-	if !p.acquire(e, deadlineWait) {
-		panic("bench: semaphore wait ran out")
-	}
-	t := time.AfterFunc(maxHold, expired)
-	fn()
-	t.Stop()
+func (p *semMap) Unlock(key string, e *refEntry[*semaphore.Weighted]) {
 	e.lock.Release(1)
 	p.unref(key, e)
 }
 
-func (p *semMap) Close() {}
+// semTimeoutMap is the same, every hold waiting under a
+// context.WithTimeout of deadlineWait (or LockWait's wait): the idiomatic
+// lock with a deadline.
+type semTimeoutMap struct{ semMap }
+
+func newSemTimeoutMap() Locker {
+	p := new(semTimeoutMap)
+	p.init(newWeighted)
+	return adapt(p)
+}
+
+func (p *semTimeoutMap) Lock(key string) *refEntry[*semaphore.Weighted] {
+	e, ok := p.LockWait(key, deadlineWait)
+	if !ok {
+		panic("bench: semaphore wait ran out")
+	}
+	return e
+}
+
+func (p *semTimeoutMap) LockWait(key string, wait time.Duration) (*refEntry[*semaphore.Weighted], bool) {
+	e := p.ref(key)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	err := e.lock.Acquire(ctx, 1)
+	cancel()
+	if err != nil {
+		p.unref(key, e)
+		return nil, false
+	}
+	return e, true
+}

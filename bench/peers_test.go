@@ -4,7 +4,9 @@ import (
 	"hash/fnv"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -24,40 +26,93 @@ func holdInGoroutine(l Locker, key string) (letGo func()) {
 	}
 }
 
-// holdsWhile reports whether l.Hold(other) completes within 300 ms while
-// another goroutine holds key.
-func holdsWhile(l Locker, key, other string) bool {
+// otherRunsWhileHeld holds key in l from one goroutine and, while it is
+// held, holds other from a second, and reports whether that second hold's
+// function ran while key was still held. With wait, key is held until the
+// second hold has run, however long that takes: a peer that makes it wait
+// hangs the test, a slow machine only slows it. Without, key is let go
+// after the second goroutine has had a moment to run: a peer that shares
+// the keys then reports false whatever the machine's speed (its second
+// hold cannot run before key is let go); one that keeps them apart reports
+// true only if the machine was quick enough to run it in that moment.
+func otherRunsWhileHeld(l Locker, key, other string, wait bool) bool {
+	var held atomic.Bool
+	held.Store(true)
 	letGo := holdInGoroutine(l, key)
-	done := make(chan struct{})
-	go func() { l.Hold(other, func() {}); close(done) }()
-	ok := true
-	select {
-	case <-done:
-	case <-time.After(300 * time.Millisecond):
-		ok = false
+	var whileHeld bool
+	ran, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		l.Hold(other, func() { whileHeld = held.Load(); close(ran) })
+		close(done)
+	}()
+	if wait {
+		<-ran
+	} else {
+		time.Sleep(20 * time.Millisecond) // a chance to run, not a bound: nothing depends on its length
+		held.Store(false)
 	}
 	letGo()
 	<-done
-	return ok
+	return whileHeld
 }
+
+// eachPeer runs test for every peer that keep accepts, as a subtest, on a
+// fresh instance closed after it.
+func eachPeer(t *testing.T, keep func(Peer) bool, test func(t *testing.T, p Peer, l Locker)) {
+	for _, p := range Peers() {
+		if !keep(p) {
+			continue
+		}
+		t.Run(p.Name, func(t *testing.T) {
+			l := p.New()
+			defer l.Close()
+			test(t, p, l)
+		})
+	}
+}
+
+func allPeers(Peer) bool { return true }
 
 // TestPeerClasses checks each peer's class: a correct peer, and a floor of
 // the contract, lets an unrelated key be held while one is held; keymutex
 // does not for two keys on one of its mutexes; the floors do not at all.
 func TestPeerClasses(t *testing.T) {
-	for _, p := range Peers() {
-		t.Run(p.Name, func(t *testing.T) {
-			l := p.New()
-			defer l.Close()
-			other := "invoice-000001"
-			if p.Name == "keymutex" {
-				other = collidingKey("invoice-000000", runtime.NumCPU())
-			}
-			independent := holdsWhile(l, "invoice-000000", other)
-			if want := p.Class == Correct || p.Class == Contract; independent != want {
-				t.Errorf("class %v, but holding another key while one is held: %v", p.Class, independent)
-			}
-		})
+	eachPeer(t, allPeers, func(t *testing.T, p Peer, l Locker) {
+		other := "invoice-000001"
+		if p.Name == "keymutex" {
+			other = collidingKey("invoice-000000", runtime.NumCPU())
+		}
+		apart := p.Class.KeysApart()
+		if got := otherRunsWhileHeld(l, "invoice-000000", other, apart); got != apart {
+			t.Errorf("class %v, but another key held while one is held: %v", p.Class, got)
+		}
+	})
+}
+
+// TestWaiters checks which peers can bound a wait, and so take part in
+// hotkey-deadline: those whose instances implement Waiter.
+func TestWaiters(t *testing.T) {
+	waits := filter(Peers(), func(p Peer) bool { return p.Waits })
+	if got, want := names(waits), "locks, chanmap, semaphore-timeout"; got != want {
+		t.Errorf("the peers that bound a wait are %s, want %s", got, want)
+	}
+}
+
+// TestNotesNameThePeers checks that the generated notes name the FIFO
+// peers, and the peers a scenario does not show.
+func TestNotesNameThePeers(t *testing.T) {
+	notes := map[string]string{}
+	for _, sc := range Scenarios() {
+		notes[sc.Name] = strings.Join(sc.Notes, "\n")
+	}
+	for _, want := range []struct{ scenario, text string }{
+		{"hotkey", "FIFO peers: locks, chanmap, semaphore, semaphore-timeout, floor-contract;"},
+		{"hotkey-deadline", "mutexmap, moby-locker, semaphore, keymutex, floor-mutex, floor-cas, floor-contract, floor-contract+AfterFunc cannot bound a wait"},
+		{"memory", "keymutex, floor-mutex, floor-cas cannot hold N keys at once"},
+	} {
+		if !strings.Contains(notes[want.scenario], want.text) {
+			t.Errorf("scenario %s: notes lack %q:\n%s", want.scenario, want.text, notes[want.scenario])
+		}
 	}
 }
 
@@ -76,53 +131,46 @@ func collidingKey(key string, n int) string {
 // TestPeersExclude checks mutual exclusion on one key, through Hold,
 // HoldMax and (where it exists) HoldWait.
 func TestPeersExclude(t *testing.T) {
-	for _, p := range Peers() {
-		t.Run(p.Name, func(t *testing.T) {
-			l := p.New()
-			defer l.Close()
-			count := 0
-			var wg sync.WaitGroup
-			for g := range 8 {
-				wg.Go(func() {
-					fn := func() { count++ }
-					for range 200 {
-						switch {
-						case g%3 == 1:
-							l.HoldMax("k", time.Minute, fn)
-						case g%3 == 2 && p.Waits:
-							if !l.HoldWait("k", time.Minute, fn) {
-								t.Error("HoldWait timed out")
-							}
-						default:
-							l.Hold("k", fn)
+	eachPeer(t, allPeers, func(t *testing.T, p Peer, l Locker) {
+		count := 0
+		var wg sync.WaitGroup
+		w, waits := l.(Waiter)
+		for g := range 8 {
+			wg.Go(func() {
+				fn := func() { count++ }
+				for range 200 {
+					switch {
+					case g%3 == 1:
+						l.HoldMax("k", time.Hour, fn)
+					case g%3 == 2 && waits:
+						// A bound longer than go test lets a test run: only a broken
+						// bound can run out.
+						if !w.HoldWait("k", time.Hour, fn) {
+							t.Error("HoldWait gave up within its hour")
 						}
+					default:
+						l.Hold("k", fn)
 					}
-				})
-			}
-			wg.Wait()
-			if count != 8*200 {
-				t.Errorf("count = %d, want %d", count, 8*200)
-			}
-		})
-	}
+				}
+			})
+		}
+		wg.Wait()
+		if count != 8*200 {
+			t.Errorf("count = %d, want %d", count, 8*200)
+		}
+	})
 }
 
-// TestHoldWaitTimesOut checks that peers with Waits give up on a held key.
+// TestHoldWaitTimesOut checks that peers that bound a wait give up on a
+// key held all the while.
 func TestHoldWaitTimesOut(t *testing.T) {
-	for _, p := range Peers() {
-		if !p.Waits {
-			continue
+	eachPeer(t, func(p Peer) bool { return p.Waits }, func(t *testing.T, _ Peer, l Locker) {
+		letGo := holdInGoroutine(l, "k")
+		if l.(Waiter).HoldWait("k", 10*time.Millisecond, func() { t.Error("ran fn on a held key") }) {
+			t.Error("HoldWait on a held key reported success")
 		}
-		t.Run(p.Name, func(t *testing.T) {
-			l := p.New()
-			defer l.Close()
-			letGo := holdInGoroutine(l, "k")
-			if l.HoldWait("k", 10*time.Millisecond, func() { t.Error("ran fn on a held key") }) {
-				t.Error("HoldWait on a held key reported success")
-			}
-			letGo()
-		})
-	}
+		letGo()
+	})
 }
 
 // TestFairnessSmall runs the fairness experiment briefly for a FIFO peer
@@ -239,40 +287,72 @@ func TestContractFloorLineAndFences(t *testing.T) {
 	}
 }
 
-// TestInterleaveRatios runs two peers whose holds cost known times, one
-// twice the other, in alternating phases: the figures must say so, and
-// each peer must have run its whole share.
+// TestInterleaveRatios runs two peers whose holds take 2 and 4 µs of a
+// fake clock, one that moves only when they hold, in alternating phases:
+// the figures must say exactly that, and each peer must have run its whole
+// share and no more: as many phases as the other, each one phaseLen long
+// (checked every checkEvery holds), until both ran benchtime.
 func TestInterleaveRatios(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spins for a few hundred milliseconds")
-	}
-	spin := func(d time.Duration) func() Locker {
-		return func() Locker { return spinLock(d) }
-	}
-	peers := []Peer{{Name: "one", New: spin(2 * time.Microsecond)}, {Name: "two", New: spin(4 * time.Microsecond)}}
+	clk := new(fakeClock)
+	one, two := &tickLock{clock: clk, d: 2 * time.Microsecond}, &tickLock{clock: clk, d: 4 * time.Microsecond}
+	peers := []Peer{{Name: "one", New: func() Locker { return one }}, {Name: "two", New: func() Locker { return two }}}
 	sc := Scenario{Name: "test", Load: func(env *Env, l Locker) Load { return walk(env, l, 0) }}
 	env := NewEnv(1000, 10, 10)
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	s := interleave(env, sc, peers, 60*time.Millisecond, 1)
-	if r := s[1]["ns/op"] / s[0]["ns/op"]; r < 1.6 || r > 2.4 {
-		t.Errorf("a hold of 4 µs took %.2f× one of 2 µs: %v", r, s)
+	env.clock = clk
+	const benchtime = 60 * time.Millisecond
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one worker
+	s := interleave(env, sc, peers, benchtime, 1)
+
+	for i, l := range []*tickLock{one, two} {
+		if ns := s[i]["ns/op"]; ns != float64(l.d) {
+			t.Errorf("%s: a hold of %v measured %v ns/op", peers[i].Name, l.d, ns)
+		}
+		if gc := s[i]["gc-ns/op"]; gc != 0 {
+			t.Errorf("%s: %v ns/op charged for collections that took no time", peers[i].Name, gc)
+		}
 	}
-	if ns := s[0]["ns/op"]; ns < 2000 || ns > 4000 {
-		t.Errorf("a hold of 2 µs measured %.0f ns", ns)
+	// A phase ends at the first multiple of checkEvery holds that reaches
+	// phaseLen; the first round is the warm-up.
+	perPhase := func(d time.Duration) int64 {
+		n := int64(checkEvery)
+		for time.Duration(n)*d < phaseLen {
+			n += checkEvery
+		}
+		return n
+	}
+	p1, p2 := perPhase(one.d), perPhase(two.d)
+	if one.holds%p1 != 0 || two.holds%p2 != 0 || one.holds/p1 != two.holds/p2 {
+		t.Fatalf("%d and %d holds: not the same number of whole phases of %d and %d", one.holds, two.holds, p1, p2)
+	}
+	timed := one.holds/p1 - 1
+	if least := min(time.Duration(timed*p1)*one.d, time.Duration(timed*p2)*two.d); least < benchtime {
+		t.Errorf("%d timed rounds: the least a peer ran is %v, short of %v", timed, least, benchtime)
+	}
+	if least := min(time.Duration((timed-1)*p1)*one.d, time.Duration((timed-1)*p2)*two.d); least >= benchtime {
+		t.Errorf("%d timed rounds: one fewer was enough (%v)", timed, least)
 	}
 }
 
-// spinLock is a Locker whose holds take d, spinning.
-type spinLock time.Duration
+// fakeClock is a clock that moves only when a tickLock holds.
+type fakeClock struct{ ns atomic.Int64 }
 
-func (d spinLock) Hold(_ string, fn func()) {
-	for t := time.Now(); time.Since(t) < time.Duration(d); {
-	}
+func (c *fakeClock) Now() time.Time                  { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// tickLock is a Locker whose holds take d of its clock; it counts them.
+type tickLock struct {
+	clock *fakeClock
+	d     time.Duration
+	holds int64
+}
+
+func (l *tickLock) Hold(_ string, fn func()) {
+	l.clock.ns.Add(int64(l.d))
+	l.holds++
 	fn()
 }
-func (d spinLock) HoldWait(k string, _ time.Duration, fn func()) bool { d.Hold(k, fn); return true }
-func (d spinLock) HoldMax(k string, _ time.Duration, fn func())       { d.Hold(k, fn) }
-func (spinLock) Close()                                               {}
+func (l *tickLock) HoldMax(k string, _ time.Duration, fn func()) { l.Hold(k, fn) }
+func (*tickLock) Close()                                         {}
 
 // TestHotKeyLoadsCountEveryGrant runs the hot-key load of the floor of the
 // contract and of locks interleaved: no update may be lost, and the line

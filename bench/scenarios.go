@@ -111,6 +111,8 @@ type Env struct {
 	// Zipf draws ranks of Keys with θ = 0.99.
 	Zipf *Zipf
 
+	clock clock // what the interleaved runs time with: realClock when nil
+
 	mu     sync.Mutex
 	draws  [][]uint32   // per worker, replayed by the zipf scenario
 	spare  []string     // keys no pending hold uses (deadlines scenario)
@@ -187,7 +189,8 @@ func Scenarios() []Scenario {
 	// floor-contract+AfterFunc differs from floor-contract only in HoldMax.
 	holds := filter(all, func(p Peer) bool { return p.Name != contractAfterFuncName })
 	waits := filter(all, func(p Peer) bool { return p.Waits })
-	keyed := filter(holds, func(p Peer) bool { return p.Class == Correct || p.Class == Contract })
+	fifo := filter(holds, func(p Peer) bool { return p.FIFO })
+	unbounded := filter(all, func(p Peer) bool { return !p.Waits })
 	return []Scenario{
 		{Name: "uncontended", Title: "GOMAXPROCS goroutines hold and release invoice ids, each walking its own slice (never colliding)",
 			Columns: nsCols, Peers: holds, Load: func(env *Env, l Locker) Load { return walk(env, l, 0) }},
@@ -196,13 +199,13 @@ func Scenarios() []Scenario {
 		{Name: "hotkey", Title: "8 goroutines per P hold one key (waiters park; every 32nd holder yields the processor while holding)",
 			Columns: nsCols, Peers: holds, PerP: 8, Load: func(env *Env, l Locker) Load { return hotKey(env, l, false) },
 			Notes: []string{
-				"FIFO peers: locks, chanmap, semaphore, semaphore-timeout, floor-contract; the others let a releasing goroutine take the key again.",
+				"FIFO peers: " + names(fifo) + "; the others let a releasing goroutine take the key again.",
 				"locks arms its wait deadline (default 10 s) for every waiter: for it, hotkey and hotkey-deadline are the same work.",
 			}},
 		{Name: "hotkey-deadline", Title: "the same, every hold bounded by a 10 s wait (peers: context.WithTimeout)",
 			Columns: nsCols, Peers: waits, PerP: 8, Load: func(env *Env, l Locker) Load { return hotKey(env, l, true) },
 			Notes: []string{
-				"chanmap selects on its channel and a context.WithTimeout (chanmap+WithTimeout); mutexmap, moby-locker, keymutex and the floors cannot bound a wait: not shown.",
+				"chanmap selects on its channel and a context.WithTimeout (chanmap+WithTimeout); " + names(unbounded) + " cannot bound a wait: not shown.",
 				"floor-contract bounds no wait; locks arms its 10 s wait in hotkey too, so its ×floor there covers the bounded wait.",
 			}},
 		{Name: "maxhold", Title: "uncontended holds with a 1-minute maxHold armed (peers: time.AfterFunc, then Stop)",
@@ -213,7 +216,7 @@ func Scenarios() []Scenario {
 			}},
 		fairnessScenario(holds),
 		deadlinesScenario(),
-		memoryScenario(keyed),
+		memoryScenario(holds),
 	}
 }
 
@@ -300,8 +303,9 @@ func hotKey(env *Env, l Locker, wait bool) Load {
 			if !wait {
 				return func() { l.Hold(key, fn) }
 			}
+			w := l.(Waiter) // only the peers that bound a wait run this
 			return func() {
-				if !l.HoldWait(key, deadlineWait, fn) {
+				if !w.HoldWait(key, deadlineWait, fn) {
 					timeouts.Add(1)
 				}
 			}
