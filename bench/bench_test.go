@@ -15,7 +15,7 @@ import (
 //	benchstat old.txt new.txt
 //
 // Names are BenchmarkUncontended/peer=locks and so on. The experiments
-// (fairness, deadlines, memory) report their figures as extra metrics;
+// (fairness, deadlines, memory, remote) report their figures as extra metrics;
 // their ns/op is the time of one whole experiment. Deadlines and memory
 // run at -size (default 10,000, so that the default run stays short; the
 // full run's figure is -size 1000000).
@@ -32,6 +32,7 @@ func BenchmarkMaxHold(b *testing.B)        { benchScenario(b, "maxhold") }
 func BenchmarkFairness(b *testing.B)       { benchScenario(b, "fairness") }
 func BenchmarkDeadlines(b *testing.B)      { benchScenario(b, "deadlines") }
 func BenchmarkMemory(b *testing.B)         { benchScenario(b, "memory") }
+func BenchmarkRemote(b *testing.B)         { benchScenario(b, "remote") }
 
 // benchScenario runs the named scenario for every one of its peers as a
 // sub-benchmark peer=NAME.

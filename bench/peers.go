@@ -194,6 +194,6 @@ func (p *locksPeer) Close() { p.store.Close() }
 // not pass for a fast one.
 func mustHold(err error) {
 	if err != nil {
-		panic("bench: locks.Hold failed: " + err.Error())
+		panic("bench: Hold failed: " + err.Error())
 	}
 }

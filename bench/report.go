@@ -118,7 +118,11 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 	for _, c := range sc.Columns {
 		fmt.Fprint(tw, c.Header, "\t")
 	}
-	fmt.Fprint(tw, "×best\t")
+	if sc.Versus != "" {
+		fmt.Fprint(tw, "×"+sc.Versus+"\t")
+	} else {
+		fmt.Fprint(tw, "×best\t")
+	}
 	if len(floors) > 0 {
 		fmt.Fprint(tw, "×floor\t")
 	}
@@ -131,6 +135,11 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 			continue
 		}
 		best, figure, ok := Best(sc.Peers, rows, primary)
+		if sc.Versus != "" {
+			best = ""
+			figure, ok = valid(rows[sc.Versus], primary)
+			lines = append(lines, versusLines(sc, cpu, rows)...)
+		}
 		floor, floorFig, hasFloor := "", 0.0, false
 		if len(floors) > 0 {
 			floor = floors[0]
@@ -156,7 +165,7 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 			fmt.Fprintf(tw, " %s\n", marks(p, s, p.Name == best))
 		}
 		if mine, has := valid(rows["locks"], primary); has {
-			if ok {
+			if ok && sc.Versus == "" {
 				lines = append(lines, fmt.Sprintf("cpu=%d: locks is %.2f× %s (the best correct peer)", cpu, mine/figure, best))
 			}
 			for _, f := range floors {
@@ -185,6 +194,40 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 		fmt.Fprintf(w, "  target cpu=%d %-60s %s\n", v.CPU, v.Text, v.Gap)
 	}
 	return verdicts
+}
+
+// versusLines says, for each peer of sc other than sc.Versus, how many
+// times sc.Versus's figure its figure is in each column, at one
+// GOMAXPROCS: the columns where both have a figure, and sc.Versus's is
+// positive and valid.
+func versusLines(sc Scenario, cpu int, rows map[string]Sample) []string {
+	ref, has := rows[sc.Versus]
+	if !has || failed(ref) {
+		return nil
+	}
+	var lines []string
+	for _, p := range sc.Peers {
+		s, has := rows[p.Name]
+		if p.Name == sc.Versus || !has || failed(s) {
+			continue
+		}
+		var parts []string
+		for _, c := range sc.Columns {
+			v, has := s[c.Key]
+			r := ref[c.Key]
+			switch {
+			case !has || r <= 0:
+			case len(parts) == 0:
+				parts = append(parts, fmt.Sprintf("%.3g× %s in %s", v/r, sc.Versus, c.Header))
+			default:
+				parts = append(parts, fmt.Sprintf("%.3g× in %s", v/r, c.Header))
+			}
+		}
+		if len(parts) > 0 {
+			lines = append(lines, fmt.Sprintf("cpu=%d: %s is %s", cpu, p.Name, strings.Join(parts, ", ")))
+		}
+	}
+	return lines
 }
 
 // valid returns s's figure for metric if s is a valid row (not failed)

@@ -20,8 +20,7 @@ type Column struct {
 	Format string // fmt verb for the value
 }
 
-// Scenario is one of the eight situations in which the peers are
-// measured. Throughput scenarios have Load, experiments have Once; both
+// Scenario is one of the situations in which the peers are measured. Throughput scenarios have Load, experiments have Once; both
 // can run under go test -bench (see bench_test.go).
 type Scenario struct {
 	// Name is the scenario's name: scenario=NAME/peer=... in the output.
@@ -62,6 +61,11 @@ type Scenario struct {
 	OneCPU bool
 	// Isolated experiments run in a child process each (see child.go).
 	Isolated bool
+	// Versus, where set, names the peer every other one is compared with
+	// instead of the best correct peer: the table's ×NAME column is each
+	// row's first figure over that peer's, and the lines under it say how
+	// many times that peer's figure each other peer's is, in every column.
+	Versus string
 }
 
 // Load is a throughput scenario's work on one instance of a peer.
@@ -183,7 +187,8 @@ var nsCols = []Column{
 	{"allocs/op", "allocs/op", "%.2f"},
 }
 
-// Scenarios returns the eight scenarios, in order.
+// Scenarios returns the project's eight scenarios, in order, and remote
+// (remote.go): figures only, no target.
 func Scenarios() []Scenario {
 	all := Peers()
 	// floor-contract+AfterFunc differs from floor-contract only in HoldMax.
@@ -217,6 +222,7 @@ func Scenarios() []Scenario {
 		fairnessScenario(holds),
 		deadlinesScenario(),
 		memoryScenario(holds),
+		remoteScenario(),
 	}
 }
 
