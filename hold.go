@@ -374,31 +374,40 @@ func (s *store) await(ctx context.Context, h hold) error {
 // meanwhile, its wake-up is on its way: a grant is passed on to the next in
 // line, never lost; a timeout or a close is reported as such.
 func (s *store) leave(ctx context.Context, h hold) error {
-	sh, w := h.sd.sh, h.w
-	sh.Lock()
-	if w.state == waiting {
-		h.e.Line.Remove(&w.line)
-		sh.Waiting--
-		disarmLocked(&w.ticket)
-		w.state = left
-		sh.Counts.Canceled++
-		h.sd.putLocked(h)
-		sh.Unlock()
-		return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx)
-	}
-	sh.Unlock()
-	settled := <-w.ready
-	if settled == holding {
+	got, out := s.takeOut(h, true)
+	switch {
+	case out:
+	case got == holding:
 		s.giveBack(h)
-		return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx)
+	default:
+		return s.settled(h, got)
 	}
-	return s.settled(h, settled)
+	return canceledError(h.c.lease.Lock, h.c.lease.Key, ctx)
 }
 
 // withdraw takes a waiter out of its line for the store's own reason (it
 // would close a cycle): as leave does for an ended context, but counted as
 // neither a cancelled wait nor, if it was granted meanwhile, a grant.
 func (s *store) withdraw(h hold) {
+	got, out := s.takeOut(h, false)
+	switch {
+	case out:
+	case got == holding:
+		sh := h.sd.sh
+		sh.Lock()
+		sh.Counts.Grants--
+		sh.Unlock()
+		s.letGo(h, false)
+	default:
+		s.settled(h, got) // gives the record back
+	}
+}
+
+// takeOut takes h's waiter out of its line if it still stands there
+// (counted as a cancelled wait if canceled), giving its record back, and
+// reports out. Otherwise its state was settled meanwhile and its wake-up
+// is on its way: takeOut waits for it and returns it.
+func (s *store) takeOut(h hold, canceled bool) (got state, out bool) {
 	sh, w := h.sd.sh, h.w
 	sh.Lock()
 	if w.state == waiting {
@@ -406,19 +415,15 @@ func (s *store) withdraw(h hold) {
 		sh.Waiting--
 		disarmLocked(&w.ticket)
 		w.state = left
+		if canceled {
+			sh.Counts.Canceled++
+		}
 		h.sd.putLocked(h)
 		sh.Unlock()
-		return
+		return left, true
 	}
 	sh.Unlock()
-	if got := <-w.ready; got != holding {
-		s.settled(h, got) // gives the record back
-		return
-	}
-	sh.Lock()
-	sh.Counts.Grants--
-	sh.Unlock()
-	s.letGo(h, false)
+	return <-w.ready, false
 }
 
 // settled returns what a waiter woken in the state got answers: nil when it
