@@ -73,11 +73,11 @@ type waiter struct {
 
 	// A session's hold is a member of its session's ttl group from the
 	// call to the release: guarded by the session's mutex (see session.go).
-	sess         *Session
-	grp          *ttlGroup // nil while not in the group
-	sNext, sPrev *waiter
-	start        time.Duration // when its ttl starts counting: the call, then the grant
-	lapseAt      time.Duration // once lapsed: when
+	sess    *Session
+	grp     *ttlGroup              // nil while not in the group
+	member  waitq.Element[*waiter] // its place among the group's members
+	start   time.Duration          // when its ttl starts counting: the call, then the grant
+	lapseAt time.Duration          // once lapsed: when
 }
 
 // keepTickets is how many given-back tickets, and waiters, a shard keeps
@@ -107,7 +107,7 @@ func (sd *shardLocal) takeWaiterLocked(c *holdContext, e *keyEntry) *waiter {
 		sd.waiters = sd.waiters[:n-1]
 	} else {
 		w = &waiter{ready: make(chan state, 1), sd: sd}
-		w.w, w.line.Value = w, &w.ticket
+		w.w, w.line.Value, w.member.Value = w, &w.ticket, w
 	}
 	w.c, w.entry = c, e
 	return w

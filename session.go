@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 	"weak"
+
+	"github.com/holdline/locks/waitq"
 )
 
 // Session is one holder identity that is not a function call: code that
@@ -35,11 +37,11 @@ type Session struct {
 // so that the first one lapses first: one deadline per session and ttl,
 // not one per lease. Its fields are guarded by the session's mutex.
 type ttlGroup struct {
-	sess       *Session
-	ttl        time.Duration
-	head, tail *waiter
-	lapsed     []*waiter    // lapsed at a Renew that came too late, not yet acted on
-	timer      deadlineList // its timer in the store's wheel (p is forTTL)
+	sess    *Session
+	ttl     time.Duration
+	members waitq.List[*waiter] // in the order their ttl started
+	lapsed  []*waiter           // lapsed at a Renew that came too late, not yet acted on
+	timer   deadlineList        // its timer in the store's wheel (p is forTTL)
 }
 
 // NewSession returns a new session of s, renewed now. On a closed store it
@@ -87,15 +89,15 @@ func (sess *Session) Renew() error {
 		// Those that lapsed by now keep their lapse, and fire at once. They
 		// are nearly a prefix of the group, but a start read just before a
 		// shard's lock can stand behind a later one: all are looked at.
-		for w := g.head; w != nil; {
-			next := w.sNext
+		for el := g.members.Front(); el != nil; {
+			w, next := el.Value, el.Next()
 			if at := g.lapseLocked(w); at <= now {
 				g.unlinkLocked(w)
 				w.lapseAt = at
 				g.lapsed = append(g.lapsed, w)
 				w.grp = g // still a member until acted on
 			}
-			w = next
+			el = next
 		}
 		if len(g.lapsed) > 0 {
 			s.timers.schedule(&g.timer, now)
@@ -151,33 +153,26 @@ func (g *ttlGroup) lapseLocked(w *waiter) time.Duration {
 }
 
 func (g *ttlGroup) unlinkLocked(w *waiter) {
-	if w.sPrev != nil {
-		w.sPrev.sNext = w.sNext
-	} else {
-		g.head = w.sNext
-	}
-	if w.sNext != nil {
-		w.sNext.sPrev = w.sPrev
-	} else {
-		g.tail = w.sPrev
-	}
-	w.sNext, w.sPrev, w.grp = nil, nil, nil
+	g.members.Remove(&w.member)
+	w.grp = nil
 }
 
 func (g *ttlGroup) pushLocked(w *waiter, start time.Duration) {
 	w.start, w.grp = start, g
-	w.sNext, w.sPrev = nil, g.tail
-	if g.tail != nil {
-		g.tail.sNext = w
-	} else {
-		g.head = w
+	g.members.PushBack(&w.member)
+}
+
+// headLocked returns the member of g whose ttl started first, or nil.
+func (g *ttlGroup) headLocked() *waiter {
+	if el := g.members.Front(); el != nil {
+		return el.Value
 	}
-	g.tail = w
+	return nil
 }
 
 // takeAllLocked appends every member of g to ms and empties g.
 func (g *ttlGroup) takeAllLocked(ms []member) []member {
-	for w := g.head; w != nil; w = g.head {
+	for w := g.headLocked(); w != nil; w = g.headLocked() {
 		g.unlinkLocked(w)
 		ms = append(ms, member{w, w.c})
 	}
@@ -204,7 +199,7 @@ func (sess *Session) joinLocked(w *waiter, ttl, start time.Duration) bool {
 	g.pushLocked(w, start)
 	if !g.timer.armed {
 		g.timer.armed = true
-		sess.store.timers.schedule(&g.timer, g.lapseLocked(g.head))
+		sess.store.timers.schedule(&g.timer, g.lapseLocked(g.headLocked()))
 	}
 	return true
 }
@@ -233,7 +228,7 @@ func (sess *Session) regrantLocked(w *waiter, at time.Duration) state {
 	g.pushLocked(w, at) // the latest start: the group stays in order
 	if !g.timer.armed {
 		g.timer.armed = true
-		sess.store.timers.schedule(&g.timer, g.lapseLocked(g.head))
+		sess.store.timers.schedule(&g.timer, g.lapseLocked(g.headLocked()))
 	}
 	return holding
 }
@@ -293,12 +288,12 @@ func (s *store) fireGroup(g *ttlGroup, now time.Duration, f *firing) {
 	}
 	clear(g.lapsed)
 	g.lapsed = g.lapsed[:0]
-	for w := g.head; w != nil && g.lapseLocked(w) <= now; w = g.head {
+	for w := g.headLocked(); w != nil && g.lapseLocked(w) <= now; w = g.headLocked() {
 		g.unlinkLocked(w)
 		ms = append(ms, member{w, w.c})
 	}
-	if g.head != nil {
-		s.timers.schedule(&g.timer, g.lapseLocked(g.head))
+	if g.members.Len() > 0 {
+		s.timers.schedule(&g.timer, g.lapseLocked(g.headLocked()))
 	} else {
 		g.timer.armed = false
 	}
