@@ -12,11 +12,35 @@ import (
 	"github.com/holdline/locks/shard"
 )
 
-// Lease describes the grant of a key to its holder: the lock, the key, the
-// fence, when it was granted and when its maxHold will revoke it. A Hold's
-// function gets a *Lease; its fields never change, and it may be kept and
-// read after the function returns. See package lease.
-type Lease = lease.Lease
+// Lease describes one grant of one key to one holder: the lock, the key,
+// the fence, when it was granted and when its maxHold will revoke it. A
+// Hold's function gets a *Lease (a Grant has one too). The store fills it
+// before the holder's function runs and never changes it afterwards, so it
+// is safe to read from any goroutine, and it may be kept and read after
+// the function returns.
+type Lease struct {
+	// Lock is the name of the lock the key belongs to.
+	Lock string
+	// Key is the key's text form: the string itself for text keys (and a
+	// copy of a []byte key), the decimal form for integer keys, the text
+	// of MarshalText for others.
+	Key string
+	// Fence is the fencing token of this grant: higher than every fence
+	// given before for this key of this lock, by this store and by an
+	// earlier store in the same place whose wall clock did not go back.
+	// It is 64-bit: a JSON client should carry it as a string.
+	Fence uint64
+	// Granted is when the key was given to this holder (wall clock, with
+	// the monotonic reading). A hold that took a free key without a
+	// maxHold reads the clock just before taking the shard's lock, so its
+	// Granted may precede the grant by that lock's wait; a waiter handed
+	// the key reads it as it wakes, just after the grant; with a maxHold it
+	// is read at the grant itself.
+	Granted time.Time
+	// Deadline is Granted plus the hold's maxHold, when the lease will be
+	// revoked; the zero Time when maxHold is off.
+	Deadline time.Time
+}
 
 // HoldFunc is the function Hold runs while holding a key. ctx derives from
 // the caller's context (its values and deadline; a maxHold is not a

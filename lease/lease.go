@@ -1,8 +1,6 @@
-// Package lease is a building block of package locks: the Lease a holder
-// of a key is given, and the Fences a store's shard hands out with each
-// grant. A lease is granted by a store and lost when the store revokes it:
-// at its maxHold, when its ttl runs out, or when the store closes; the
-// holder's context (package locks) then ends with the reason as its cause.
+// Package lease is a building block of package locks: the Fences a
+// store's shard hands out with each grant (a lease's fence, see
+// locks.Lease).
 //
 // Fences are fencing tokens (Kleppmann, "How to do distributed locking",
 // 2016; Burrows, "The Chubby lock service", OSDI 2006, calls them
@@ -16,30 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 )
-
-// Lease describes one grant of one key to one holder. The store fills it
-// before the holder's function runs and never changes it afterwards, so it
-// is safe to read from any goroutine.
-type Lease struct {
-	// Lock is the name of the lock the key belongs to.
-	Lock string
-	// Key is the key's text form: the string itself for text keys (and a
-	// copy of a []byte key), the decimal form for integer keys.
-	Key string
-	// Fence is the fencing token of this grant: higher than every fence
-	// given before for this key of this lock, by this store and by an
-	// earlier store in the same place whose wall clock did not go back.
-	Fence uint64
-	// Granted is when the key was given to this holder (wall clock, with
-	// the monotonic reading). A hold that took a free key without a
-	// maxHold reads the clock just before taking the shard's lock, so its
-	// Granted may precede the grant by that lock's wait; with a maxHold,
-	// and for a waiter, it is read at the grant itself.
-	Granted time.Time
-	// Deadline is Granted plus the hold's maxHold, when the lease will be
-	// revoked; the zero Time when maxHold is off.
-	Deadline time.Time
-}
 
 // Fences hands out the fences of the keys of one shard: a counter seeded
 // from the wall clock, so that a store opened later in the same place
