@@ -9,8 +9,8 @@
 // from a holder that stalled past its revocation.
 //
 // Failures are *Error values of a few kinds (Invalid, InUse, Lost, Limit,
-// Closed), reported at once where waiting cannot help, each naming the lock
-// and the key:
+// Closed, and Canceled for a caller's context that ended first), reported
+// at once where waiting cannot help, each naming the lock and the key:
 //
 //	lock invoices: key "9": held past the hold's wait: in use
 //

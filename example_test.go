@@ -15,7 +15,7 @@ func Example() {
 	store := locks.NewStore()
 	defer store.Close()
 
-	invoices, err := locks.OpenLock(store, "invoices", locks.TTL(10*time.Second))
+	invoices, err := locks.OpenLock(store, "invoices")
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -141,9 +141,9 @@ func Shards(n int) StoreOption { return StoreOption{kind: optShards, shards: n} 
 // NewStore panics otherwise.
 func TimerTick(d time.Duration) StoreOption { return StoreOption{kind: optTick, tick: d} }
 
-// ProfileHolds records one Hold, HoldAll or Acquire in every of the store,
-// from its call until it lets its keys go, in the pprof profile named
-// HoldsProfile, with the stack that called it: so that go tool pprof (or
+// ProfileHolds records one in every `every` Holds, HoldAlls and Acquires of
+// the store, from its call until it lets its keys go, in the pprof profile
+// named HoldsProfile, with the stack that called it: so that go tool pprof (or
 // net/http/pprof's /debug/pprof/holdline.locks.holds) shows who holds and
 // waits for keys, and from where. Capturing a stack costs about a
 // microsecond, so it is off unless given; every 1 records every hold, 100

@@ -1,8 +1,8 @@
 // Package client holds keys of a store in another process, through its
-// server (package server, the locksd daemon), with the API of an
-// in-process lock: a *client.Lock is a locks.Locker, so code written
-// against Locker (Hold, TryHold, locks.HoldValue) runs unchanged against
-// a server.
+// server (package server, the locksd daemon): a *client.Lock is a
+// locks.Locker, so code written against Locker (Hold, TryHold,
+// locks.HoldValue) runs unchanged against a server. HoldAll, sessions and
+// Store.Holders are the in-process store's.
 //
 //	c, err := client.Dial(ctx, "127.0.0.1:7411", client.WithToken(token))
 //	if err != nil {

@@ -20,6 +20,7 @@
 //	--max-sessions N     sessions kept at once (default 10000)
 //	--max-per-session N  grants and waits of one session at once (default 1000)
 //	--log-level LEVEL    debug, info, warn or error (default info)
+//	--shutdown-timeout D how long calls get to end at shutdown (default 10s)
 //
 // It logs with log/slog to stderr, serves the gRPC health service, and
 // on SIGINT or SIGTERM shuts down gracefully: health answers NOT_SERVING,
