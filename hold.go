@@ -86,12 +86,8 @@ const keepTickets = 32
 
 // takeTicketLocked returns a bare ticket of sd's for the holder of e.
 func (sd *shardLocal) takeTicketLocked(e *keyEntry) *ticket {
-	var t *ticket
-	if n := len(sd.tickets); n > 0 {
-		t = sd.tickets[n-1]
-		sd.tickets[n-1] = nil
-		sd.tickets = sd.tickets[:n-1]
-	} else {
+	t := pop(&sd.tickets)
+	if t == nil {
 		t = new(ticket)
 	}
 	t.entry = e
@@ -100,17 +96,25 @@ func (sd *shardLocal) takeTicketLocked(e *keyEntry) *ticket {
 
 // takeWaiterLocked returns a waiter of sd's for c's hold of e.
 func (sd *shardLocal) takeWaiterLocked(c *holdContext, e *keyEntry) *waiter {
-	var w *waiter
-	if n := len(sd.waiters); n > 0 {
-		w = sd.waiters[n-1]
-		sd.waiters[n-1] = nil
-		sd.waiters = sd.waiters[:n-1]
-	} else {
+	w := pop(&sd.waiters)
+	if w == nil {
 		w = &waiter{ready: make(chan state, 1), sd: sd}
 		w.w, w.line.Value, w.member.Value = w, &w.ticket, w
 	}
 	w.c, w.entry = c, e
 	return w
+}
+
+// pop takes the record last kept in *free, or returns nil.
+func pop[T any](free *[]*T) *T {
+	n := len(*free)
+	if n == 0 {
+		return nil
+	}
+	t := (*free)[n-1]
+	(*free)[n-1] = nil
+	*free = (*free)[:n-1]
+	return t
 }
 
 // putLocked gives h's ticket or waiter back to sd, once it is out of every
