@@ -52,7 +52,7 @@ type contractRecord struct {
 	granted   time.Time
 	deadline  time.Time
 	parent    context.Context
-	done      chan struct{}
+	done      chan struct{} // never used: stands for a context's own, so the record has a lease's and a context's size
 	entry     *contractEntry
 	timer     *time.Timer
 }

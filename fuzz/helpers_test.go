@@ -124,18 +124,6 @@ func holding(t testing.TB, l *locks.Lock, key any, opts ...locks.Option) *hold {
 // letGo makes h's function return. Idempotent.
 func (h *hold) letGo() { h.once.Do(func() { close(h.letGoCh) }) }
 
-// wait waits until h's Hold has returned and returns its error.
-func (h *hold) wait() error {
-	<-h.done
-	return h.err
-}
-
-// finish lets h go and returns what its Hold returned.
-func (h *hold) finish() error {
-	h.letGo()
-	return h.wait()
-}
-
 // isClosed reports whether ch is closed, without waiting.
 func isClosed(ch <-chan struct{}) bool {
 	select {

@@ -32,7 +32,7 @@ func lookup(sh *shard.Shard[*holder, *ticket], h uint64, lock, key string) *shar
 	return sh.LookupLocked(h, func(g *holder) bool { return g.lock == lock && g.key == key })
 }
 
-type ticket struct{ id int }
+type ticket struct{}
 
 func TestEntryIsSmall(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) == 8 {
