@@ -235,3 +235,61 @@ func TestMaxHoldRealClock(t *testing.T) {
 	}, locks.MaxHold(maxHold))
 	require.EqualError(t, err, revokedMsg)
 }
+
+// TestManyMaxHoldsOneShard: a shard keeps a deadline list for each of its
+// first eight durations; past them, the deadlines due within one tick
+// share one list, whatever their durations and in whatever order they
+// came. Each lease is still revoked at its own Granted+maxHold rounded up
+// to the tick (1 ms), never before, and waits and maxHolds of the same
+// tick do not mix.
+func TestManyMaxHoldsOneShard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, l := newLock(t, locks.Shards(1))
+		const n = 60
+		type revoked struct {
+			maxHold, after time.Duration
+			err            error
+		}
+		out := make(chan revoked, n)
+		for i := range n {
+			// Three durations a tick, sub-tick apart, the later due first.
+			maxHold := time.Duration(n-i)*time.Millisecond/3 + 7*time.Microsecond
+			go func() {
+				var after time.Duration
+				err := l.Hold(context.Background(), i, func(ctx context.Context, ls *locks.Lease) error {
+					<-ctx.Done()
+					after = time.Since(ls.Granted)
+					return nil
+				}, locks.MaxHold(maxHold))
+				out <- revoked{maxHold, after, err}
+			}()
+		}
+		// And waiters of the same durations, timing out in the same ticks.
+		h := holding(t, l, "held")
+		waits := make(chan revoked, n)
+		for i := range n {
+			wait := time.Duration(i+1)*time.Millisecond/3 + 7*time.Microsecond
+			go func() {
+				start := time.Now()
+				err := l.Hold(context.Background(), "held", func(context.Context, *locks.Lease) error { return nil }, locks.Wait(wait))
+				waits <- revoked{wait, time.Since(start), err}
+			}()
+		}
+		for range n {
+			r := <-out
+			require.ErrorIs(t, r.err, locks.ErrLost)
+			require.Equal(t, ceilTick(r.maxHold), r.after, "maxHold %v", r.maxHold)
+		}
+		for range n {
+			r := <-waits
+			require.ErrorIs(t, r.err, locks.ErrInUse)
+			require.Equal(t, ceilTick(r.maxHold), r.after, "wait %v", r.maxHold)
+		}
+		require.NoError(t, h.finish())
+	})
+}
+
+// ceilTick rounds d up to a whole default tick.
+func ceilTick(d time.Duration) time.Duration {
+	return (d + locks.DefaultTick - 1) / locks.DefaultTick * locks.DefaultTick
+}

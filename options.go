@@ -135,10 +135,8 @@ func Shards(n int) StoreOption { return StoreOption{kind: optShards, shards: n} 
 
 // TimerTick sets the resolution of the store's timer wheel; the default is
 // DefaultTick. Deadlines are rounded up to a whole tick, so none fires
-// early; a coarser tick wakes the store less often. (A shard whose pending
-// deadlines have more than eight distinct durations groups the others by
-// whole ticks: those may fire up to one tick later still.) d must be positive:
-// NewStore panics otherwise.
+// early; a coarser tick wakes the store less often and fires more
+// deadlines at each wake-up. d must be positive: NewStore panics otherwise.
 func TimerTick(d time.Duration) StoreOption { return StoreOption{kind: optTick, tick: d} }
 
 // ProfileHolds records one in every `every` Holds, HoldAlls and Acquires of

@@ -39,14 +39,21 @@ const maxInstant = time.Duration(math.MaxInt64)
 // (a wait counts from the call), so a list may be out of order by the time
 // a goroutine took to get the mutex. Firing stops at the first deadline not
 // yet due, so one behind it fires late by at most that much, never early.
+//
+// A program whose durations all differ (computed from each request's own
+// deadline, say) would need a list, and a timer, per deadline. Past a
+// shard's first eight durations, deadlines are kept instead by the tick
+// they fall due in, one list per tick whatever their durations, fired
+// whole at the tick's end: when the wheel would have fired each of them.
 
 // deadlineList is a shard's line of pending deadlines of one purpose and
-// duration, first due first. Its fields but timer are guarded by its
-// shard's mutex.
+// duration, first due first, or (byTick) of one purpose due within one
+// tick. Its fields but timer are guarded by its shard's mutex.
 type deadlineList struct {
 	sd         *shardLocal
 	p          purpose
-	d          time.Duration // the duration; for a list in whole ticks, minus their number
+	byTick     bool          // a list of the deadlines due within one tick, of any duration
+	d          time.Duration // the duration; for a list byTick, the end of its tick
 	head, tail *ticket       // in arrival order
 	n          int
 	// armed: the wheel holds a timer for this list, or the timer goroutine
@@ -71,29 +78,26 @@ type shardLocal struct {
 // local is guarded by its shard's mutex.
 type local struct {
 	sh      *keyShard
-	lists   []*deadlineList           // the first maxLists deadline lists
-	more    map[listKey]*deadlineList // the rest, rarely any
-	tickets []*ticket                 // bare ones given back, for reuse
-	waiters []*waiter                 // given back, for reuse
-	revoked [lostClosed + 1]uint64    // leases revoked, by reason
+	lists   []*deadlineList          // the first maxLists deadline lists
+	more    map[uint64]*deadlineList // the rest, by purpose and tick (moreKey); rarely any
+	tickets []*ticket                // bare ones given back, for reuse
+	waiters []*waiter                // given back, for reuse
+	revoked [lostClosed + 1]uint64   // leases revoked, by reason
 
 	// Durations, recorded with RecordTimes: time in line of the waiters
 	// granted, and time held.
 	waited, held histogram
 }
 
-type listKey struct {
-	p purpose
-	d time.Duration
-}
-
-// listLocked returns sd's list for p and d, making it if there is none.
-// The first maxLists durations of a shard get a list each; past them, a
-// program whose durations all differ (computed from a request's own
-// deadline, say) shares one list per tick of durations, keyed by d in
-// whole ticks (q): in such a list a deadline may stand behind one due up to
-// a tick later, and fire that much later, never early.
-func (sd *shardLocal) listLocked(p purpose, d, q time.Duration) *deadlineList {
+// listLocked returns sd's list for a deadline of p and d due at at (on
+// the timer clock), making it if there is none. The first maxLists
+// durations of a shard get a list each; past them, in a program whose
+// durations all differ (computed from a request's own deadline, say), the
+// deadlines due within one tick share a list, keyed by the tick's end,
+// whatever their durations: its timer fires them all at that end, so a
+// deadline there fires up to a tick late, never early, and however many
+// durations are pending, a tick's deadlines cost one list and one timer.
+func (sd *shardLocal) listLocked(p purpose, d, at, tick time.Duration) *deadlineList {
 	for _, l := range sd.lists {
 		if l.d == d && l.p == p {
 			return l
@@ -105,24 +109,34 @@ func (sd *shardLocal) listLocked(p purpose, d, q time.Duration) *deadlineList {
 		sd.lists = append(sd.lists, l)
 		return l
 	}
-	k := listKey{p, q}
+	end := maxInstant // a wait of Forever, or one as far: one list, never due
+	if at <= maxInstant-tick {
+		end = (at + tick - 1) / tick * tick // rounded up, as the wheel rounds
+	}
+	k := moreKey(p, end)
 	if l := sd.more[k]; l != nil {
 		return l
 	}
-	l := &deadlineList{sd: sd, p: p, d: -q} // negative: a list of durations in whole ticks
+	l := &deadlineList{sd: sd, p: p, byTick: true, d: end}
 	l.timer.Value = l
 	if sd.more == nil {
-		sd.more = make(map[listKey]*deadlineList)
+		sd.more = make(map[uint64]*deadlineList)
 	}
 	sd.more[k] = l
 	return l
 }
 
+// moreKey is the key of a list byTick in a shard's map: its purpose and
+// the end of its tick (non-negative, below 2^63), in one word.
+func moreKey(p purpose, end time.Duration) uint64 {
+	return uint64(end)<<2 | uint64(p)
+}
+
 // dropLocked forgets l, an empty list whose timer is not armed, so that a
 // program that used many durations once does not keep their lists.
 func (sd *shardLocal) dropLocked(l *deadlineList) {
-	if l.d < 0 {
-		delete(sd.more, listKey{l.p, -l.d})
+	if l.byTick {
+		delete(sd.more, moreKey(l.p, l.d))
 		return
 	}
 	for i, m := range sd.lists {
@@ -152,11 +166,7 @@ func (sd *shardLocal) pendingLocked() int {
 // the timer clock. t has no pending deadline. O(1); the wheel's mutex is
 // taken only when the list had no timer.
 func (s *store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Duration) {
-	q := d / s.tick
-	if d%s.tick != 0 {
-		q++ // rounded up, without overflowing for Forever
-	}
-	l := sd.listLocked(p, d, q)
+	l := sd.listLocked(p, d, at, s.tick)
 	t.at, t.list = at, l
 	t.next, t.prev = nil, l.tail
 	if l.tail != nil {
@@ -168,10 +178,20 @@ func (s *store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Durat
 	l.n++
 	if !l.armed {
 		l.armed = true
-		if at != maxInstant { // a wait of Forever never fires: no timer for it
-			s.timers.schedule(l, at)
+		if due := l.dueLocked(); due != maxInstant { // a wait of Forever never fires: no timer for it
+			s.timers.schedule(l, due)
 		}
 	}
+}
+
+// dueLocked returns when l's timer is to fire: when its head is due, or,
+// for a list byTick, at the end of its tick, when all of them are. l is
+// not empty.
+func (l *deadlineList) dueLocked() time.Duration {
+	if l.byTick {
+		return l.d
+	}
+	return l.head.at
 }
 
 // disarmLocked takes t's pending deadline, if it has one, out of its list.
@@ -380,7 +400,7 @@ func (s *store) fire(l *deadlineList, now time.Duration, f *firing) {
 		}
 	}
 	if l.head != nil {
-		s.timers.schedule(l, l.head.at)
+		s.timers.schedule(l, l.dueLocked())
 	} else {
 		l.armed = false
 		l.sd.dropLocked(l)
