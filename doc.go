@@ -68,7 +68,8 @@
 // context derives from context.WithoutCancel of the caller's, following it
 // with context.AfterFunc, so cancelling it calls nothing of the caller's.
 //
-// Costs: a hold of a free key is one hash, one map insert and delete, the
+// Costs: a hold of a free key is one hash, one insert into and one delete
+// from its shard's hash table (a bucket's chain of about one entry), the
 // shard's mutex taken twice, one clock reading and one allocation. A wait
 // adds a reused waiter record, O(1) appends and unlinks under the same
 // mutex, and a channel wake-up. Memory for a key exists only while it has a

@@ -1,10 +1,9 @@
 package shard
 
 // FreeLenLocked returns how many freed entries the shard keeps for reuse.
-func (s *Shard[H, T]) FreeLenLocked() int { return s.nfree }
+func (s *Shard[H, T]) FreeLenLocked() int { return int(s.nfree) }
 
-// PeakLocked returns the most entries the shard's map held since it was
-// last made.
-func (s *Shard[H, T]) PeakLocked() int { return s.peak }
+// BucketsLocked returns how many buckets the shard has.
+func (s *Shard[H, T]) BucketsLocked() int { return len(s.buckets) }
 
-const KeepFree, ShrinkAt, ShrinkMin = keepFree, shrinkAt, shrinkMin
+const KeepFree, ShrinkAt, MinBuckets = keepFree, shrinkAt, minBuckets

@@ -140,21 +140,32 @@ func TestFreedEntriesAreReusedUpToALimit(t *testing.T) {
 	assert.Same(t, e, lookup(sh, 7, "l", "new"))
 }
 
-func TestMapShrinksWhenKeysAreGone(t *testing.T) {
+// TestBucketsFollowTheKeys: a shard's buckets double as its entries
+// outnumber them, and halve as they fall below 1/ShrinkAt of them, down to
+// MinBuckets, so that a shard that held many keys gives the memory back.
+func TestBucketsFollowTheKeys(t *testing.T) {
 	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
 	sh.Lock()
 	defer sh.Unlock()
-	n := shard.ShrinkMin * 4
+	require.Equal(t, shard.MinBuckets, sh.BucketsLocked())
+	const n = 1000
+	spread := func(i int) uint64 { return uint64(i) * 0x9E3779B97F4A7C15 } // hashes over every bucket
 	var es []*shard.Entry[*holder, *ticket]
 	for i := 0; i < n; i++ {
-		es = append(es, insert(sh, uint64(i), "l", fmt.Sprint(i)))
+		es = append(es, insert(sh, spread(i), "l", fmt.Sprint(i)))
+		require.GreaterOrEqual(t, sh.BucketsLocked(), sh.LenLocked(), "no more entries than buckets")
 	}
-	require.Equal(t, n, sh.PeakLocked())
-	for _, e := range es[:n-1] {
+	require.Equal(t, 1024, sh.BucketsLocked())
+	for i, e := range es[:n-1] {
 		remove(sh, e)
+		left := n - 1 - i
+		require.GreaterOrEqual(t, left, sh.BucketsLocked()/shard.ShrinkAt, "with %d entries left", left)
 	}
-	assert.Less(t, sh.PeakLocked(), n/shard.ShrinkAt, "the map was rebuilt at its smaller size")
-	assert.Same(t, es[n-1], lookup(sh, uint64(n-1), "l", fmt.Sprint(n-1)), "what stays is still found")
+	assert.Equal(t, shard.MinBuckets, sh.BucketsLocked())
+	assert.Same(t, es[n-1], lookup(sh, spread(n-1), "l", fmt.Sprint(n-1)), "what stays is still found")
+	for i, e := range es[:n-1] {
+		assert.Nil(t, lookup(sh, spread(i), "l", fmt.Sprint(i)), "deleted: %v", e)
+	}
 }
 
 func TestAllLockedMayDelete(t *testing.T) {

@@ -18,24 +18,32 @@ const (
 	// make churn on a handful of keys allocation-free, few enough that a
 	// store whose keys are all let go holds almost nothing.
 	keepFree = 16
-	// shrinkAt: a shard's map is rebuilt smaller once its keys fall below
-	// 1/shrinkAt of the most it held since the last rebuild (and that most
-	// was at least shrinkMin). Amortized O(1) per deletion.
-	shrinkAt  = 8
-	shrinkMin = 256
+	// minBuckets is the fewest buckets a shard has: 64 bytes of pointers.
+	minBuckets = 8
+	// shrinkAt: a shard's buckets are halved once its entries fall below
+	// 1/shrinkAt of them (they are doubled once the entries outnumber
+	// them), so that a shard that held a million keys gives the memory
+	// back when they are let go. Amortized O(1) per insertion and deletion.
+	shrinkAt = 8
 )
 
-// Shard is one shard of a Table: a mutex and the map of the key entries
-// that hash onto it, padded to whole cache lines. Its fields other than
+// Shard is one shard of a Table: a mutex and the hash table of the key
+// entries that hash onto it, padded to whole cache lines. Its fields other than
 // the mutex are guarded by it; methods ending in Locked must be called with
 // it held. The zero value is not usable; shards are made by NewTable.
 type Shard[H comparable, T any] struct {
-	mu      sync.Mutex
-	entries map[uint64]*Entry[H, T] // by hash; same-hash entries chain through next
-	free    *Entry[H, T]            // freed entries kept for reuse, linked through next
-	nfree   int
-	n       int // entries, same-hash ones in chains too
-	peak    int // most entries since the map was last made
+	mu sync.Mutex
+	// buckets: a power of two of them; entry e is in the chain, linked
+	// through next, of buckets[e.hash&(len(buckets)-1)].
+	buckets []*Entry[H, T]
+	free    *Entry[H, T] // freed entries kept for reuse, linked through next
+	n       int          // entries
+	nfree   int32        // at most keepFree
+	walking bool         // AllLocked runs: buckets are not resized
+
+	// Padding to whole padding units; not the last field, where a
+	// zero-length one would itself take room.
+	_ [shardPad]byte
 
 	// Fences gives the fences of every key on this shard. Guarded by the
 	// mutex.
@@ -51,8 +59,6 @@ type Shard[H comparable, T any] struct {
 	// shard's keys, kept under its mutex, which the owner holds at each
 	// event anyway: counting costs no atomic and no extra cache line.
 	Counts Counts
-
-	_ [shardPad]byte
 }
 
 // shardLayout has a Shard's fields but the padding, with the same sizes
@@ -61,11 +67,11 @@ type Shard[H comparable, T any] struct {
 // constant.
 type shardLayout struct {
 	mu      sync.Mutex
-	entries map[uint64]*struct{}
+	buckets []*struct{}
 	free    *struct{}
-	nfree   int
 	n       int
-	peak    int
+	nfree   int32
+	walking bool
 	Fences  lease.Fences
 	Running int
 	Waiting int
@@ -107,11 +113,12 @@ func (s *Shard[H, T]) LenLocked() int { return s.n }
 // LookupLocked returns the entry of the key whose hash is h and whose
 // holder is the key's as match says, or nil. An entry keeps no name of its
 // key: its holder does (an entry has a holder whenever the shard's mutex
-// is free), which keeps an entry to 48 bytes. One map lookup, match called
-// once per entry of that hash (almost always one); no allocation.
+// is free), which keeps an entry to 48 bytes. A walk of one bucket's
+// chain (about one entry), match called only for entries of hash h
+// (almost always one); no allocation.
 func (s *Shard[H, T]) LookupLocked(h uint64, match func(H) bool) *Entry[H, T] {
-	for e := s.entries[h]; e != nil; e = e.next {
-		if match(e.Holder) {
+	for e := s.buckets[h&uint64(len(s.buckets)-1)]; e != nil; e = e.next {
+		if e.hash == h && match(e.Holder) {
 			return e
 		}
 	}
@@ -131,34 +138,27 @@ func (s *Shard[H, T]) InsertLocked(h uint64) *Entry[H, T] {
 		e = new(Entry[H, T])
 	}
 	e.hash = h
+	b := &s.buckets[h&uint64(len(s.buckets)-1)]
+	e.next, *b = *b, e
 	s.n++
-	e.next = s.entries[h] // chain a rare same-hash neighbour behind it
-	s.entries[h] = e
-	if n := len(s.entries); n > s.peak {
-		s.peak = n
+	if s.n > len(s.buckets) && !s.walking {
+		s.resizeLocked(2 * len(s.buckets))
 	}
 	return e
 }
 
 // DeleteLocked removes e from the shard and keeps it for reuse. e must be
 // Idle. After it returns, e belongs to the shard again and must not be used.
+// Unlinking reads only e's bucket and the chain ahead of e in it (about
+// nothing): no probe of a map, whose lines are cold when a shard holds
+// many keys.
 func (s *Shard[H, T]) DeleteLocked(e *Entry[H, T]) {
 	s.n--
-	first := s.entries[e.hash]
-	if first == e {
-		if e.next == nil {
-			delete(s.entries, e.hash)
-		} else {
-			s.entries[e.hash] = e.next
-		}
-	} else {
-		for p := first; p != nil; p = p.next {
-			if p.next == e {
-				p.next = e.next
-				break
-			}
-		}
+	p := &s.buckets[e.hash&uint64(len(s.buckets)-1)]
+	for *p != e {
+		p = &(*p).next
 	}
+	*p = e.next
 	// Clear only what points elsewhere: the line is empty and its root
 	// points at itself, the holder is the zero H (DeleteLocked's rule).
 	var none T
@@ -167,24 +167,45 @@ func (s *Shard[H, T]) DeleteLocked(e *Entry[H, T]) {
 		e.next, s.free = s.free, e
 		s.nfree++
 	}
-	if n := len(s.entries); s.peak >= shrinkMin && n < s.peak/shrinkAt {
-		s.rebuildLocked()
+	if len(s.buckets) > minBuckets && s.n < len(s.buckets)/shrinkAt && !s.walking {
+		s.resizeLocked(len(s.buckets) / 2)
 	}
 }
 
-// rebuildLocked copies the map into one sized for what it holds now.
-func (s *Shard[H, T]) rebuildLocked() {
-	m := make(map[uint64]*Entry[H, T], len(s.entries))
-	for h, e := range s.entries {
-		m[h] = e
+// resizeLocked moves every entry into a new array of size buckets.
+func (s *Shard[H, T]) resizeLocked(size int) {
+	buckets := make([]*Entry[H, T], size)
+	mask := uint64(size - 1)
+	for _, e := range s.buckets {
+		for e != nil {
+			next := e.next
+			b := &buckets[e.hash&mask]
+			e.next, *b = *b, e
+			e = next
+		}
 	}
-	s.entries, s.peak = m, len(m)
+	s.buckets = buckets
 }
 
 // AllLocked calls f for every entry of the shard, stopping early if f
-// returns false. f may delete the entry it is given.
+// returns false. f may delete the entry it is given (the buckets are
+// resized once the walk is over, not during it).
 func (s *Shard[H, T]) AllLocked(f func(*Entry[H, T]) bool) {
-	for _, first := range s.entries {
+	s.walking = true
+	defer func() {
+		s.walking = false
+		size := len(s.buckets)
+		for size > minBuckets && s.n < size/shrinkAt {
+			size /= 2
+		}
+		for s.n > size {
+			size *= 2
+		}
+		if size != len(s.buckets) {
+			s.resizeLocked(size)
+		}
+	}()
+	for _, first := range s.buckets {
 		for e := first; e != nil; {
 			next := e.next // f may give e back
 			if !f(e) {
@@ -211,7 +232,7 @@ func NewTable[H comparable, T any](n int, seed uint64) *Table[H, T] {
 	b := bits.Len(uint(n - 1))
 	t := &Table[H, T]{shards: make([]Shard[H, T], 1<<b), shift: uint(64 - b)}
 	for i := range t.shards {
-		t.shards[i].entries = make(map[uint64]*Entry[H, T])
+		t.shards[i].buckets = make([]*Entry[H, T], minBuckets)
 		t.shards[i].Fences = lease.NewFences(seed)
 	}
 	return t
