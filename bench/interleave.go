@@ -199,8 +199,12 @@ func interleave(env *Env, sc Scenario, peers []Peer, benchtime time.Duration, se
 		n := float64(f.ops)
 		out[i] = Sample{
 			"ns/op":     float64(f.wall.Nanoseconds()) / n,
-			"B/op":      float64(f.bytes) / n,
-			"allocs/op": float64(f.allocs) / n,
+			// Whole bytes and allocations, as go test -benchmem reports
+			// them: the process's other allocations (the bench's own,
+			// the runtime's) add a fraction of a byte per op that is no
+			// hold's.
+			"B/op":      float64(f.bytes / uint64(f.ops)),
+			"allocs/op": float64(f.allocs / uint64(f.ops)),
 			"gc-ns/op":  float64(f.gc.Nanoseconds()) / n,
 		}
 		if loads[i].Check != nil {

@@ -55,7 +55,10 @@ const pairBatch = 32
 // i = 0, 1, .... It returns the ns per call of each, as wall-clock time
 // (summed over workers, divided by GOMAXPROCS, as RunParallel reports).
 // Alternating batches lets drift and noise hit both alike, so that their
-// difference holds where each figure alone is noisier than it. It
+// difference holds where each figure alone is noisier than it. Both
+// batches of a round take the same i, so the second finds what the first
+// brought into the cache (a key's bucket and entry among a million): the
+// rounds take turns at going first. It
 // collects no garbage (a collection costs seconds with a million
 // goroutines parked).
 func pairedLoop(benchtime time.Duration, a, b func(w, i int)) (nsA, nsB float64) {
@@ -69,16 +72,21 @@ func pairedLoop(benchtime time.Duration, a, b func(w, i int)) (nsA, nsB float64)
 		wg.Go(func() {
 			var ta, tb time.Duration
 			i := 0
-			for time.Since(start) < benchtime {
+			batch := func(op func(w, i int), i int) time.Duration {
 				t0 := time.Now()
 				for k := range pairBatch {
-					a(w, i+k)
+					op(w, i+k)
 				}
-				t1 := time.Now()
-				for k := range pairBatch {
-					b(w, i+k)
+				return time.Since(t0)
+			}
+			for round := 0; time.Since(start) < benchtime; round++ {
+				if round%2 == 0 {
+					ta += batch(a, i)
+					tb += batch(b, i)
+				} else {
+					tb += batch(b, i)
+					ta += batch(a, i)
 				}
-				ta, tb = ta+t1.Sub(t0), tb+time.Since(t1)
 				i += pairBatch
 			}
 			mu.Lock()
