@@ -25,6 +25,10 @@
 // are cold when a shard holds many keys. A Go map here cost a hold of a
 // free key 14 % (an insert and a delete) and a revocation among a
 // million held keys most of its time.
+// A resize moves every entry of the shard under its mutex at once, where
+// a Go map grows piecemeal: with 256 shards, a million keys held make a
+// resize of about 4,000 entries (tens of microseconds); a store of few
+// shards and many keys pauses longer, once per doubling.
 //
 // Entries are recycled: a shard keeps a few freed entries for the next new
 // key, so that holding a fresh key allocates no entry in the steady state.
