@@ -50,12 +50,13 @@
 // # Deadlines
 //
 // Deadlines of one shard with the same purpose (a wait, a maxHold) and the
-// same duration, to the tick, come due in the order they were armed, so
-// each such group is a FIFO list under the shard's mutex: arming is an
-// append and disarming an unlink, with no lock shared by all shards. The
-// wheel holds one timer per list, for its head, re-armed when it fires: a
-// head that left early costs one wake-up at its old instant, never an
-// early one. The timer goroutine takes the due lists from the wheel under
+// same duration come due in the order they were armed, so each such group
+// is a FIFO list under the shard's mutex: arming is an append and
+// disarming an unlink, with no lock shared by all shards. The wheel holds
+// one timer per list, for its head, re-armed when it fires: a head that
+// left early costs one wake-up at its old instant, never an early one.
+// Past a shard's first eight durations, its deadlines share a list per
+// tick they fall due in, fired whole at the tick's end. The timer goroutine takes the due lists from the wheel under
 // the wheel's mutex, lets it go, and fires each list under its shard's
 // mutex, acting on every deadline of it that is due; many due lists are
 // shared with helper goroutines.
