@@ -198,7 +198,7 @@ func interleave(env *Env, sc Scenario, peers []Peer, benchtime time.Duration, se
 	for i, f := range figs {
 		n := float64(f.ops)
 		out[i] = Sample{
-			"ns/op":     float64(f.wall.Nanoseconds()) / n,
+			"ns/op": float64(f.wall.Nanoseconds()) / n,
 			// Whole bytes and allocations, as go test -benchmem reports
 			// them: the process's other allocations (the bench's own,
 			// the runtime's) add a fraction of a byte per op that is no
