@@ -86,7 +86,7 @@ const keepTickets = 32
 
 // takeTicketLocked returns a bare ticket of sd's for the holder of e.
 func (sd *shardLocal) takeTicketLocked(e *keyEntry) *ticket {
-	t := pop(&sd.tickets)
+	t := sd.tickets.pop()
 	if t == nil {
 		t = new(ticket)
 	}
@@ -96,8 +96,10 @@ func (sd *shardLocal) takeTicketLocked(e *keyEntry) *ticket {
 
 // takeWaiterLocked returns a waiter of sd's for c's hold of e.
 func (sd *shardLocal) takeWaiterLocked(c *holdContext, e *keyEntry) *waiter {
-	w := pop(&sd.waiters)
-	if w == nil {
+	var w *waiter
+	if t := sd.waiters.pop(); t != nil {
+		w = t.w
+	} else {
 		w = &waiter{ready: make(chan state, 1), sd: sd}
 		w.w, w.line.Value, w.member.Value = w, &w.ticket, w
 	}
@@ -105,16 +107,31 @@ func (sd *shardLocal) takeWaiterLocked(c *holdContext, e *keyEntry) *waiter {
 	return w
 }
 
-// pop takes the record last kept in *free, or returns nil.
-func pop[T any](free *[]*T) *T {
-	n := len(*free)
-	if n == 0 {
-		return nil
+// kept is a shard's stack of given-back tickets (bare ones, or waiters'
+// by their own ticket), linked through the tickets' next, which is free
+// while a ticket is out of every deadline list: taking and keeping one
+// writes no line but the ticket's and the shard's own.
+type kept struct {
+	top *ticket
+	n   int
+}
+
+// pop takes the ticket kept last, or returns nil.
+func (k *kept) pop() *ticket {
+	t := k.top
+	if t != nil {
+		k.top, t.next = t.next, nil
+		k.n--
 	}
-	t := (*free)[n-1]
-	(*free)[n-1] = nil
-	*free = (*free)[:n-1]
 	return t
+}
+
+// push keeps t, out of every list, unless keepTickets are kept already.
+func (k *kept) push(t *ticket) {
+	if k.n < keepTickets {
+		t.next, k.top = k.top, t
+		k.n++
+	}
 }
 
 // putLocked gives h's ticket or waiter back to sd, once it is out of every
@@ -128,14 +145,10 @@ func (sd *shardLocal) putLocked(h hold) {
 		}
 		w.c, w.entry, w.maxHold, w.woke, w.sess = nil, nil, 0, false, nil
 		w.grantedAt.Store(0)
-		if len(sd.waiters) < keepTickets {
-			sd.waiters = append(sd.waiters, w)
-		}
+		sd.waiters.push(&w.ticket)
 	case h.t != nil:
 		h.t.entry = nil
-		if len(sd.tickets) < keepTickets {
-			sd.tickets = append(sd.tickets, h.t)
-		}
+		sd.tickets.push(h.t)
 	}
 }
 
