@@ -293,3 +293,42 @@ func TestManyMaxHoldsOneShard(t *testing.T) {
 func ceilTick(d time.Duration) time.Duration {
 	return (d + locks.DefaultTick - 1) / locks.DefaultTick * locks.DefaultTick
 }
+
+// TestFarMaxHoldsKeepTheirTicks: lists past a shard's first eight
+// durations are told apart by the end of their tick, however far: two
+// maxHolds 2^62 ns apart (146 years; a tick of 2^20 ns divides them) are
+// each revoked at their own instant, not the earlier one's.
+func TestFarMaxHoldsKeepTheirTicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const tick = time.Duration(1 << 20)
+		_, l := newLock(t, locks.Shards(1), locks.TimerTick(tick))
+		type revoked struct {
+			maxHold, after time.Duration
+			err            error
+		}
+		holds := []time.Duration{1 << 61, 1<<61 + 1<<62} // the last two: past the eight lists
+		for i := range 8 {
+			holds = append([]time.Duration{time.Duration(i+1) * time.Hour}, holds...)
+		}
+		out := make(chan revoked, len(holds))
+		for i, maxHold := range holds {
+			granted := make(chan struct{})
+			go func() {
+				var after time.Duration
+				err := l.Hold(context.Background(), i, func(ctx context.Context, ls *locks.Lease) error {
+					close(granted)
+					<-ctx.Done()
+					after = time.Since(ls.Granted)
+					return nil
+				}, locks.MaxHold(maxHold))
+				out <- revoked{maxHold, after, err}
+			}()
+			<-granted // in this order
+		}
+		for range holds {
+			r := <-out
+			require.ErrorIs(t, r.err, locks.ErrLost)
+			require.Equal(t, (r.maxHold+tick-1)/tick*tick, r.after, "maxHold %v", r.maxHold)
+		}
+	})
+}

@@ -126,10 +126,12 @@ func (sd *shardLocal) listLocked(p purpose, d, at, tick time.Duration) *deadline
 	return l
 }
 
-// moreKey is the key of a list byTick in a shard's map: its purpose and
-// the end of its tick (non-negative, below 2^63), in one word.
+// moreKey is the key of a list byTick in a shard's map: the end of its
+// tick (non-negative, so below 2^63: shifted by one, it cannot wrap onto
+// another's) and its purpose, a wait or a maxHold (a session's ttl has no
+// list here), in one word.
 func moreKey(p purpose, end time.Duration) uint64 {
-	return uint64(end)<<2 | uint64(p)
+	return uint64(end)<<1 | uint64(p-forWait)
 }
 
 // dropLocked forgets l, an empty list whose timer is not armed, so that a
