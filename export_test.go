@@ -15,6 +15,20 @@ func KeyEntries(s *Store) int {
 	return n
 }
 
+// DeadlineLists returns how many deadline lists s keeps, over all its
+// shards, and how many timers its wheel holds.
+func DeadlineLists(s *Store) (lists, timers int) {
+	for i := range s.local {
+		sd := &s.local[i]
+		sd.sh.Lock()
+		lists += len(sd.lists) + len(sd.more)
+		sd.sh.Unlock()
+	}
+	s.timers.mu.Lock()
+	defer s.timers.mu.Unlock()
+	return lists, s.timers.wheel.Len()
+}
+
 // PendingTimers returns how many deadlines (waits and maxHolds) s has
 // pending, and whether its timer wheel expects nothing at all, so that its
 // goroutine sleeps with no timer (no ticker runs while no deadline is

@@ -332,3 +332,24 @@ func TestFarMaxHoldsKeepTheirTicks(t *testing.T) {
 		}
 	})
 }
+
+// TestListsByTickGoWhenEmpty: a shard's deadlines past its first eight
+// durations share a list per tick they fall due in; one whose holds all let
+// go before that tick is dropped at once, its timer with it, so that a
+// program holding briefly with long maxHolds keeps no list, nor timer, per
+// tick of its longest one.
+func TestListsByTickGoWhenEmpty(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, l := newLock(t, locks.Shards(1))
+		for i := range 2000 {
+			d := time.Duration(1+i%12) * time.Hour // twelve durations: four past the eight lists
+			require.NoError(t, l.Hold(context.Background(), i, nop, locks.MaxHold(d)))
+			time.Sleep(time.Millisecond)
+		}
+		pending, _ := locks.PendingTimers(st)
+		require.Zero(t, pending)
+		lists, timers := locks.DeadlineLists(st)
+		require.Equal(t, 8, lists, "the eight lists by duration, none by tick")
+		require.Equal(t, 8, timers, "their timers, each due at its old head's instant")
+	})
+}

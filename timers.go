@@ -45,6 +45,11 @@ const maxInstant = time.Duration(math.MaxInt64)
 // shard's first eight durations, deadlines are kept instead by the tick
 // they fall due in, one list per tick whatever their durations, fired
 // whole at the tick's end: when the wheel would have fired each of them.
+// Such a list serves one tick only, so one left empty before its tick (its
+// holds let go early) is dropped at once, its timer taken out of the wheel
+// under the wheel's mutex: once per list, as when it was armed; otherwise
+// a program would keep a list and a timer for every tick of its longest
+// duration.
 
 // deadlineList is a shard's line of pending deadlines of one purpose and
 // duration, first due first, or (byTick) of one purpose due within one
@@ -62,6 +67,7 @@ type deadlineList struct {
 	armed bool
 	timer timerwheel.Timer[*deadlineList] // guarded by the store's timers mutex
 	grp   *ttlGroup                       // for forTTL: the session's group whose timer this is
+	tm    *timers                         // for a list byTick: the wheel's, to take its timer out when it empties
 }
 
 // maxLists is how many deadline lists a shard looks through before it
@@ -97,7 +103,7 @@ type local struct {
 // whatever their durations: its timer fires them all at that end, so a
 // deadline there fires up to a tick late, never early, and however many
 // durations are pending, a tick's deadlines cost one list and one timer.
-func (sd *shardLocal) listLocked(p purpose, d, at, tick time.Duration) *deadlineList {
+func (sd *shardLocal) listLocked(p purpose, d, at time.Duration, tm *timers) *deadlineList {
 	for _, l := range sd.lists {
 		if l.d == d && l.p == p {
 			return l
@@ -109,7 +115,8 @@ func (sd *shardLocal) listLocked(p purpose, d, at, tick time.Duration) *deadline
 		sd.lists = append(sd.lists, l)
 		return l
 	}
-	end := maxInstant // a wait of Forever, or one as far: one list, never due
+	tick := tm.wheel.Tick() // fixed at New: read without the wheel's mutex
+	end := maxInstant       // a wait of Forever, or one as far: one list, never due
 	if at <= maxInstant-tick {
 		end = (at + tick - 1) / tick * tick // rounded up, as the wheel rounds
 	}
@@ -117,7 +124,7 @@ func (sd *shardLocal) listLocked(p purpose, d, at, tick time.Duration) *deadline
 	if l := sd.more[k]; l != nil {
 		return l
 	}
-	l := &deadlineList{sd: sd, p: p, byTick: true, d: end}
+	l := &deadlineList{sd: sd, p: p, byTick: true, d: end, tm: tm}
 	l.timer.Value = l
 	if sd.more == nil {
 		sd.more = make(map[uint64]*deadlineList)
@@ -168,7 +175,7 @@ func (sd *shardLocal) pendingLocked() int {
 // the timer clock. t has no pending deadline. O(1); the wheel's mutex is
 // taken only when the list had no timer.
 func (s *store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Duration) {
-	l := sd.listLocked(p, d, at, s.tick)
+	l := sd.listLocked(p, d, at, &s.timers)
 	t.at, t.list = at, l
 	t.next, t.prev = nil, l.tail
 	if l.tail != nil {
@@ -216,6 +223,10 @@ func disarmLocked(t *ticket) {
 	}
 	t.next, t.prev, t.list = nil, nil, nil
 	l.n--
+	if l.n == 0 && l.byTick && l.armed && (l.d == maxInstant || l.tm.cancel(l)) {
+		l.armed = false
+		l.sd.dropLocked(l)
+	}
 }
 
 // timers drives the store's deadline lists with one hierarchical timer
@@ -268,6 +279,14 @@ func (t *timers) schedule(l *deadlineList, at time.Duration) {
 		default:
 		}
 	}
+}
+
+// cancel takes l's timer out of the wheel and reports whether it was
+// there: false once the goroutine has taken it to fire. O(1).
+func (t *timers) cancel(l *deadlineList) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.wheel.Cancel(&l.timer)
 }
 
 // stop ends the goroutine and waits for it.
@@ -382,6 +401,9 @@ func (s *store) fire(l *deadlineList, now time.Duration, f *firing) {
 	sd := l.sd
 	sh := sd.sh
 	sh.Lock()
+	if l.byTick {
+		l.armed = false // its timer is out of the wheel: emptying it cancels nothing
+	}
 	for t := l.head; t != nil && t.at <= now; t = l.head {
 		disarmLocked(t)
 		switch l.p {
@@ -402,6 +424,7 @@ func (s *store) fire(l *deadlineList, now time.Duration, f *firing) {
 		}
 	}
 	if l.head != nil {
+		l.armed = true
 		s.timers.schedule(l, l.dueLocked())
 	} else {
 		l.armed = false

@@ -239,8 +239,8 @@ func NewTable[H comparable, T any](n int, seed uint64) *Table[H, T] {
 }
 
 // Shard returns the shard of the key whose hash is h: the top bits of h,
-// since the map inside the shard rehashes the whole of it anyway. (With one
-// shard the shift is 64, and a Go shift by the width gives 0.)
+// since the shard's buckets take the low ones. (With one shard the shift
+// is 64, and a Go shift by the width gives 0.)
 func (t *Table[H, T]) Shard(h uint64) *Shard[H, T] {
 	return &t.shards[h>>t.shift]
 }
