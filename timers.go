@@ -205,7 +205,8 @@ func (l *deadlineList) dueLocked() time.Duration {
 
 // disarmLocked takes t's pending deadline, if it has one, out of its list.
 // O(1); the list's timer is left to fire, and finds what is then at the
-// head.
+// head, except that a list by tick left empty goes at once, its timer taken
+// out of the wheel under the wheel's mutex (see the top of this file).
 func disarmLocked(t *ticket) {
 	l := t.list
 	if l == nil {
