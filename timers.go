@@ -103,7 +103,7 @@ type local struct {
 // whatever their durations: its timer fires them all at that end, so a
 // deadline there fires up to a tick late, never early, and however many
 // durations are pending, a tick's deadlines cost one list and one timer.
-func (sd *shardLocal) listLocked(p purpose, d, at time.Duration, tm *timers) *deadlineList {
+func (sd *shardLocal) listLocked(p purpose, d, at, tick time.Duration, tm *timers) *deadlineList {
 	for _, l := range sd.lists {
 		if l.d == d && l.p == p {
 			return l
@@ -115,8 +115,7 @@ func (sd *shardLocal) listLocked(p purpose, d, at time.Duration, tm *timers) *de
 		sd.lists = append(sd.lists, l)
 		return l
 	}
-	tick := tm.wheel.Tick() // fixed at New: read without the wheel's mutex
-	end := maxInstant       // a wait of Forever, or one as far: one list, never due
+	end := maxInstant // a wait of Forever, or one as far: one list, never due
 	if at <= maxInstant-tick {
 		end = (at + tick - 1) / tick * tick // rounded up, as the wheel rounds
 	}
@@ -175,7 +174,7 @@ func (sd *shardLocal) pendingLocked() int {
 // the timer clock. t has no pending deadline. O(1); the wheel's mutex is
 // taken only when the list had no timer.
 func (s *store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Duration) {
-	l := sd.listLocked(p, d, at, &s.timers)
+	l := sd.listLocked(p, d, at, s.tick, &s.timers)
 	t.at, t.list = at, l
 	t.next, t.prev = nil, l.tail
 	if l.tail != nil {
