@@ -36,8 +36,9 @@ const (
 // (48 bytes on amd64); a waiter has one inside its record. Tickets are
 // internal (no user code ever sees one), so unlike the hold's context they
 // are reused: nothing but the shard's lists and the hold's own goroutine
-// points at one, and both let go of it before it is given back. Guarded by
-// the shard's mutex.
+// points at one, and both let go of it before it is given back (a bare one
+// to the spare of the entry it was armed for, a waiter's to its shard).
+// Guarded by the shard's mutex.
 type ticket struct {
 	next, prev *ticket       // in list
 	list       *deadlineList // nil when no deadline is pending
@@ -80,14 +81,22 @@ type waiter struct {
 	lapseAt time.Duration          // once lapsed: when
 }
 
-// keepTickets is how many given-back tickets, and waiters, a shard keeps
-// for reuse: enough for the waiters of a hot key or two.
-const keepTickets = 32
+// keepWaiters is how many given-back waiters a shard keeps for reuse:
+// enough for the waiters of a hot key or two.
+const keepWaiters = 32
 
-// takeTicketLocked returns a bare ticket of sd's for the holder of e.
-func (sd *shardLocal) takeTicketLocked(e *keyEntry) *ticket {
-	t := sd.tickets.pop()
-	if t == nil {
+// takeTicketLocked returns a bare ticket for the holder of e: the entry's
+// spare if it has one. A spare kept with the entry, whose line the hold
+// writes anyway, rather than in a stack of the shard's, costs the entry 8
+// bytes (56, in the 64-byte size class) and a maxHold on a free key 4-7 %
+// less in a walk over a million keys (go run ./bench -run maxhold at
+// GOMAXPROCS 1, ten alternated runs: 1.13-1.16 × floor-contract with the
+// shard's stack, 1.07-1.11 with the spare).
+func takeTicketLocked(e *keyEntry) *ticket {
+	t := e.Spare
+	if t != nil {
+		e.Spare = nil
+	} else {
 		t = new(ticket)
 	}
 	t.entry = e
@@ -107,10 +116,10 @@ func (sd *shardLocal) takeWaiterLocked(c *holdContext, e *keyEntry) *waiter {
 	return w
 }
 
-// kept is a shard's stack of given-back tickets (bare ones, or waiters'
-// by their own ticket), linked through the tickets' next, which is free
-// while a ticket is out of every deadline list: taking and keeping one
-// writes no line but the ticket's and the shard's own.
+// kept is a shard's stack of given-back waiters, by their tickets, linked
+// through the tickets' next, which is free while a ticket is out of every
+// deadline list: taking and keeping one writes no line but the ticket's and
+// the shard's own.
 type kept struct {
 	top *ticket
 	n   int
@@ -126,9 +135,9 @@ func (k *kept) pop() *ticket {
 	return t
 }
 
-// push keeps t, out of every list, unless keepTickets are kept already.
+// push keeps t, out of every list, unless keepWaiters are kept already.
 func (k *kept) push(t *ticket) {
-	if k.n < keepTickets {
+	if k.n < keepWaiters {
 		t.next, k.top = k.top, t
 		k.n++
 	}
@@ -147,8 +156,12 @@ func (sd *shardLocal) putLocked(h hold) {
 		w.grantedAt.Store(0)
 		sd.waiters.push(&w.ticket)
 	case h.t != nil:
+		// The entry may be another key's by now, or dropped: any entry of
+		// the shard's can keep any bare ticket.
 		h.t.entry = nil
-		sd.tickets.push(h.t)
+		if h.e.Spare == nil {
+			h.e.Spare = h.t
+		}
 	}
 }
 
@@ -515,7 +528,7 @@ func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *tick
 	if maxHold > 0 {
 		c.lease.Deadline = now.Add(maxHold)
 		if t == nil {
-			t = sd.takeTicketLocked(e)
+			t = takeTicketLocked(e)
 		}
 		s.armLocked(sd, t, forMaxHold, maxHold, after(at, maxHold))
 		e.Ticket = t

@@ -57,6 +57,10 @@ type Entry[H comparable, T any] struct {
 	// Line is the key's line of waiters, first come first served: the
 	// owner's tickets.
 	Line waitq.List[T]
+	// Spare is the owner's, to keep a record for reuse with the entry
+	// (the store keeps a ticket there): the shard never reads or clears
+	// it, so it stays with the entry through DeleteLocked and reuse.
+	Spare T
 }
 
 // Idle reports whether the entry has neither a holder nor a waiter, the

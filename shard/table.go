@@ -17,7 +17,7 @@ const (
 	// keepFree is how many freed entries a shard keeps for reuse: enough to
 	// make churn on a handful of keys allocation-free, few enough that a
 	// store whose keys are all let go holds almost nothing.
-	keepFree = 16
+	keepFree = 8
 	// minBuckets is the fewest buckets a shard has: 64 bytes of pointers.
 	minBuckets = 8
 	// shrinkAt: a shard's buckets are halved once its entries fall below
@@ -113,7 +113,7 @@ func (s *Shard[H, T]) LenLocked() int { return s.n }
 // LookupLocked returns the entry of the key whose hash is h and whose
 // holder is the key's as match says, or nil. An entry keeps no name of its
 // key: its holder does (an entry has a holder whenever the shard's mutex
-// is free), which keeps an entry to 48 bytes. A walk of one bucket's
+// is free), which keeps an entry to 56 bytes. A walk of one bucket's
 // chain (about one entry), match called only for entries of hash h
 // (almost always one); no allocation.
 func (s *Shard[H, T]) LookupLocked(h uint64, match func(H) bool) *Entry[H, T] {
