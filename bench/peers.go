@@ -31,6 +31,9 @@ const (
 	// Nobody would pick one, so they are never the best correct peer; they
 	// are the reference of the ×floor ratio.
 	Contract
+	// Variant rows are locks with another option, shown beside it to say
+	// what the option costs. Never a reference.
+	Variant
 )
 
 // Mark returns the note a table prints beside a row of class c.
@@ -42,6 +45,8 @@ func (c Class) Mark() string {
 		return "floor: one lock for every key"
 	case Contract:
 		return "floor of the contract: the ×floor reference"
+	case Variant:
+		return "locks with another option: what the option costs"
 	}
 	return ""
 }
@@ -56,7 +61,7 @@ func (c Class) KeysApart() bool { return c == Correct || c == Contract }
 // goroutine, so passing it allocates nothing per hold.
 type Locker interface {
 	// Hold runs fn holding key, waiting as long as it takes (locks: its
-	// default 10 s wait, the only kind it has).
+	// default 10 s wait; locks+Forever: Wait(Forever)).
 	Hold(key string, fn func())
 	// HoldMax runs fn holding key with a maxHold armed from the grant and
 	// disarmed when fn returns (the lock/unlock peers: armed, a
@@ -153,11 +158,21 @@ func armed(maxHold time.Duration, fn func()) {
 	t.Stop()
 }
 
+// locksForever is locks whose plain holds wait with Wait(Forever): no
+// wait deadline armed, so no timer pending. Beside locks in the hot-key
+// scenario, the two say what the default 10 s bound costs a hot key.
+var locksForever = Peer{Name: "locks+Forever", Class: Variant, FIFO: true, About: "this library, Wait(Forever): no wait bound, no timer", New: func() Locker {
+	p := newLocksPeer().(*locksPeer)
+	p.opts = []locks.Option{locks.Wait(locks.Forever)}
+	return p
+}}
+
 // locksPeer adapts the library, a Waiter. fn's HoldFunc wrapper stays on
 // the stack: Hold does not let its function escape.
 type locksPeer struct {
 	store *locks.Store
 	lock  *locks.Lock
+	opts  []locks.Option // of Hold; none but for locks+Forever
 }
 
 func newLocksPeer() Locker {
@@ -170,7 +185,7 @@ func newLocksPeer() Locker {
 }
 
 func (p *locksPeer) Hold(key string, fn func()) {
-	err := p.lock.Hold(context.Background(), key, func(context.Context, *locks.Lease) error { fn(); return nil })
+	err := p.lock.Hold(context.Background(), key, func(context.Context, *locks.Lease) error { fn(); return nil }, p.opts...)
 	mustHold(err)
 }
 

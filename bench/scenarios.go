@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -202,10 +203,12 @@ func Scenarios() []Scenario {
 		{Name: "zipf", Title: "GOMAXPROCS goroutines hold invoice ids drawn with Zipf θ=0.99 (hot and cold keys, some collisions)",
 			Columns: nsCols, Peers: holds, Load: zipfLoad},
 		{Name: "hotkey", Title: "8 goroutines per P hold one key (waiters park; every 32nd holder yields the processor while holding)",
-			Columns: nsCols, Peers: holds, PerP: 8, Load: func(env *Env, l Locker) Load { return hotKey(env, l, false) },
+			Columns: nsCols, Peers: append(slices.Clone(holds), locksForever), PerP: 8, Load: func(env *Env, l Locker) Load { return hotKey(env, l, false) },
 			Notes: []string{
 				"FIFO peers: " + names(fifo) + "; the others let a releasing goroutine take the key again.",
 				"locks arms its wait deadline (default 10 s) for every waiter: for it, hotkey and hotkey-deadline are the same work.",
+				"locks+Forever waits with Wait(Forever), arming no deadline: locks over it is what the default bound costs a hot key",
+				"(the runtime timer locks' wheel keeps pending is the process's: every peer of this run shares its cost alike).",
 			}},
 		{Name: "hotkey-deadline", Title: "the same, every hold bounded by a 10 s wait (peers: context.WithTimeout)",
 			Columns: nsCols, Peers: waits, PerP: 8, Load: func(env *Env, l Locker) Load { return hotKey(env, l, true) },
