@@ -29,7 +29,7 @@
 // shard (its place in the line, its deadline's ticket, its wake-up channel)
 // and parks on that channel. The key's entry names its holder's context;
 // a holder that did not wait has no record of its own beyond it, and one
-// with a maxHold a 48-byte ticket.
+// with a maxHold a 48-byte ticket, which the entry keeps for reuse.
 //
 // A waiter leaves the line in one of four ways, each decided under the
 // shard's mutex, with one send of the settled state on its channel made

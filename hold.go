@@ -61,9 +61,12 @@ type waiter struct {
 	maxHold time.Duration // armed at its grant
 
 	// grantedAt: once woke, the grant instant the holder read after
-	// waking (on the timer clock, plus one; 0 until then), the one field
-	// others read without the shard's mutex.
-	grantedAt atomic.Int64
+	// waking (on the timer clock, plus one; 0 until then). The holder
+	// stores it without the shard's mutex, and others load it under the
+	// mutex, both atomically; it is reset to 0 by a plain write under the
+	// mutex once the holder is done with its record (an atomic store there
+	// is an XCHG on amd64, a hot key's hold paying one for nothing).
+	grantedAt int64
 
 	// What a waiter whose wait passed learns of the holder, for its error.
 	heldFor     time.Duration
@@ -153,7 +156,7 @@ func (sd *shardLocal) putLocked(h hold) {
 			w.sess.leaveLocked(w)
 		}
 		w.c, w.entry, w.maxHold, w.woke, w.sess = nil, nil, 0, false, nil
-		w.grantedAt.Store(0)
+		w.grantedAt = 0
 		sd.waiters.push(&w.ticket)
 	case h.t != nil:
 		// The entry may be another key's by now, or dropped: any entry of
@@ -249,10 +252,9 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 		parent = context.WithoutCancel(ctx) // the grant outlives the call
 	}
 	c := newHoldContext(parent, name, text)
-	var now time.Time
 	var at time.Duration
 	if set.maxHold == 0 {
-		now, at = s.now()
+		at = s.since()
 	}
 
 	sh.Lock()
@@ -262,8 +264,11 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 	}
 	e := sh.LookupLocked(hash, func(c *holdContext) bool { return c.lease.Key == text && c.lease.Lock == name })
 	if e == nil {
+		var now time.Time
 		if set.maxHold > 0 {
 			now, at = s.now()
+		} else {
+			now = s.instant(at)
 		}
 		e = sh.InsertLocked(hash)
 		if sess != nil {
@@ -467,7 +472,7 @@ func (s *store) settled(h hold, got state) error {
 			// instant is after the grant and before fn runs.
 			now, at := s.now()
 			h.c.lease.Granted = now
-			w.grantedAt.Store(int64(at) + 1)
+			atomic.StoreInt64(&w.grantedAt, int64(at)+1)
 		}
 		if s.times {
 			w.sd.waited.record(max(h.c.lease.Granted.Sub(s.origin)-w.since, 0))
@@ -504,7 +509,7 @@ func (s *store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
 // largest instant, so that it has held the key for no time.
 func (s *store) grantedLocked(e *keyEntry) time.Duration {
 	if t := e.Ticket; t != nil && t.w != nil && t.w.woke {
-		at := t.w.grantedAt.Load()
+		at := atomic.LoadInt64(&t.w.grantedAt)
 		if at == 0 {
 			return maxInstant // granted, not yet awake
 		}
