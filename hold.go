@@ -66,7 +66,7 @@ type waiter struct {
 	// mutex, both atomically; it is reset to 0 by a plain write under the
 	// mutex once the holder is done with its record (an atomic store there
 	// is an XCHG on amd64, a hot key's hold paying one for nothing).
-	grantedAt int64
+	grantedAt atomic.Int64
 
 	// What a waiter whose wait passed learns of the holder, for its error.
 	heldFor     time.Duration
@@ -156,7 +156,7 @@ func (sd *shardLocal) putLocked(h hold) {
 			w.sess.leaveLocked(w)
 		}
 		w.c, w.entry, w.maxHold, w.woke, w.sess = nil, nil, 0, false, nil
-		w.grantedAt = 0
+		w.grantedAt = atomic.Int64{} // a plain write: see grantedAt
 		sd.waiters.push(&w.ticket)
 	case h.t != nil:
 		// The entry may be another key's by now, or dropped: any entry of
@@ -472,7 +472,7 @@ func (s *store) settled(h hold, got state) error {
 			// instant is after the grant and before fn runs.
 			now, at := s.now()
 			h.c.lease.Granted = now
-			atomic.StoreInt64(&w.grantedAt, int64(at)+1)
+			w.grantedAt.Store(int64(at) + 1)
 		}
 		if s.times {
 			w.sd.waited.record(max(h.c.lease.Granted.Sub(s.origin)-w.since, 0))
@@ -509,7 +509,7 @@ func (s *store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
 // largest instant, so that it has held the key for no time.
 func (s *store) grantedLocked(e *keyEntry) time.Duration {
 	if t := e.Ticket; t != nil && t.w != nil && t.w.woke {
-		at := atomic.LoadInt64(&t.w.grantedAt)
+		at := t.w.grantedAt.Load()
 		if at == 0 {
 			return maxInstant // granted, not yet awake
 		}
