@@ -159,8 +159,9 @@ func armed(maxHold time.Duration, fn func()) {
 }
 
 // locksForever is locks whose plain holds wait with Wait(Forever): no
-// wait deadline armed, so no timer pending. Beside locks in the hot-key
-// scenario, the two say what the default 10 s bound costs a hot key.
+// wait deadline armed, so no timer of its own pending. Beside locks in the
+// hot-key scenario, the two say what the default 10 s bound costs a hot
+// key.
 var locksForever = Peer{Name: "locks+Forever", Class: Variant, FIFO: true, About: "this library, Wait(Forever): no wait bound, no timer", New: func() Locker {
 	p := newLocksPeer().(*locksPeer)
 	p.opts = []locks.Option{locks.Wait(locks.Forever)}
