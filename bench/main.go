@@ -22,7 +22,7 @@
 // per hold; two floors, one sync.Mutex and one CAS word for all keys; and
 // the floors of the contract, floor-contract and floor-contract+AfterFunc
 // (peers_contract.go): keyed locks doing only the work no implementation
-// of the SPEC can skip, the reference of ×floor and never the best.
+// of the contract can skip, the reference of ×floor and never the best.
 //
 // The scenarios (scenarios.go, fairness.go, deadlines.go, lateness.go,
 // memory.go) are the project's eight: uncontended, zipf, hotkey,
@@ -67,6 +67,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -167,6 +168,10 @@ func run(c config) error {
 	if c.child != "" {
 		return runChild(c)
 	}
+	scs := Scenarios()
+	if err := checkRun(c.run, scs); err != nil {
+		return err
+	}
 	stop, err := startProfiles(c)
 	if err != nil {
 		return err
@@ -183,7 +188,6 @@ func run(c config) error {
 	})
 	res.Header(os.Stdout)
 	env := newEnv(c)
-	scs := Scenarios()
 	verdicts := map[string][]Verdict{}
 	for _, sc := range scs {
 		ran := false
@@ -325,4 +329,24 @@ func summarize(w io.Writer, scs []Scenario, verdicts map[string][]Verdict) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// checkRun returns an error, naming the scenarios and peers there are, if
+// the -run regexp re matches none of the names scenario=NAME/peer=PEER of
+// scs: a misspelt peer would otherwise run nothing and say nothing.
+func checkRun(re *regexp.Regexp, scs []Scenario) error {
+	var scenarios, peers []string
+	for _, sc := range scs {
+		scenarios = append(scenarios, sc.Name)
+		for _, p := range sc.Peers {
+			if re.MatchString("scenario=" + sc.Name + "/peer=" + p.Name) {
+				return nil
+			}
+			if !slices.Contains(peers, p.Name) {
+				peers = append(peers, p.Name)
+			}
+		}
+	}
+	return fmt.Errorf("-run %q matches no scenario=NAME/peer=PEER; scenarios: %s; peers: %s",
+		re, strings.Join(scenarios, ", "), strings.Join(peers, ", "))
 }

@@ -27,7 +27,7 @@ const (
 	// never the reference.
 	Floor
 	// Contract peers are floors of the contract: keyed locks doing only
-	// the work no implementation of the SPEC can skip (peers_contract.go).
+	// the work no implementation of the contract can skip (peers_contract.go).
 	// Nobody would pick one, so they are never the best correct peer; they
 	// are the reference of the ×floor ratio.
 	Contract

@@ -10,7 +10,7 @@ import (
 )
 
 // The contract's floor: a keyed lock that does only the work no
-// implementation of the SPEC can skip on a hold, and nothing else. It is
+// implementation of the contract can skip on a hold, and nothing else. It is
 // not a lock anyone would use (no validation, no wait bound, no
 // revocation, no stats), so it is never the best correct peer; it is the
 // reference of the ×floor ratio.
@@ -20,7 +20,7 @@ import (
 //     taken once per lock, as OpenLock can), to find its shard;
 //   - the shard's mutex, twice: once to insert the key's entry, once to
 //     unlink it, since an entry exists only while its key is held or
-//     waited for (SPEC §6: memory for a key is reclaimed);
+//     waited for (the contract: memory for a key is reclaimed);
 //   - a map insert and delete, the entry itself from a free list;
 //   - one heap record of 128 bytes with pointers, never reused: the
 //     context and lease a function may keep after it returns;

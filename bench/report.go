@@ -93,7 +93,7 @@ func (r *Results) Header(w io.Writer) {
 	fmt.Fprintf(w, "GOMAXPROCS %v; median of %d; benchtime %s; %d keys; scale %d%s; fairness %d grants\n",
 		m.CPUs, m.Count, m.BenchTime, m.Keys, m.Scale, scale, m.Grants)
 	fmt.Fprintln(w, "ratios: ×best = figure / best correct peer's figure in the same run and GOMAXPROCS (lower is better);")
-	fmt.Fprintln(w, "        ×floor = figure / floor-contract's, a keyed lock doing only the work no implementation of the SPEC can skip")
+	fmt.Fprintln(w, "        ×floor = figure / floor-contract's, a keyed lock doing only the work no implementation of the contract can skip")
 	fmt.Fprintln(w, "throughput scenarios: every peer in one run, in alternating 2 ms phases in a random order per round (interleave.go)")
 }
 

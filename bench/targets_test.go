@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -320,5 +321,19 @@ func TestMarkdown(t *testing.T) {
 	}
 	if strings.Contains(md, "memory") {
 		t.Errorf("an experiment made a row:\n%s", md)
+	}
+}
+
+// TestRunThatMatchesNothingIsRefused checks that a -run naming no
+// scenario and peer (a peer's table name, moby/locker, for its -run name,
+// moby-locker) is an error naming the peers, not a run of nothing.
+func TestRunThatMatchesNothingIsRefused(t *testing.T) {
+	scs := Scenarios()
+	err := checkRun(regexp.MustCompile(`scenario=hotkey/peer=moby/locker$`), scs)
+	if err == nil || !strings.Contains(err.Error(), "moby-locker") {
+		t.Errorf("checkRun(moby/locker) = %v, want an error naming moby-locker", err)
+	}
+	if err := checkRun(regexp.MustCompile(`scenario=hotkey/peer=moby-locker$`), scs); err != nil {
+		t.Errorf("checkRun(moby-locker) = %v, want nil", err)
 	}
 }
