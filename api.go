@@ -319,7 +319,9 @@ var _ Locker = (*Lock)(nil)
 // Hold fails Invalid at once, waiting for nothing and using no fence, for a
 // bad key or option, a nil ctx or fn, inside InTransaction, and inside a
 // hold of the same lock and key (ctx descending from that hold's context;
-// see Detach). It fails Lost when the lease was lost before fn returned
+// see Detach); inside another hold, when its wait would close a cycle of
+// holds waiting on each other, it leaves the line and fails Invalid,
+// naming the keys of the cycle. It fails Lost when the lease was lost before fn returned
 // (see MaxHold and Close), wrapping fn's error: check errors.Is(err,
 // ErrLost) before context.Canceled, since a function that returns its
 // ended ctx's error makes a lost lease match both. Closed when the store is

@@ -13,7 +13,8 @@ type Kind uint8
 
 const (
 	// Invalid: a bad lock name, key or option, or a Hold where it may not be
-	// called (inside a transaction, or inside a hold of the same key).
+	// called (inside a transaction, inside a hold of the same key, or where
+	// its wait would close a cycle of holds waiting on each other).
 	// Waiting cannot help, so it is reported at once.
 	Invalid Kind = iota + 1
 	// InUse: the hold's wait passed with the key still held.
