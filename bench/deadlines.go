@@ -63,7 +63,8 @@ func deadlinesScenario() Scenario {
 			{"arm+cancel-ns", "arm+cancel ns", "%.1f"},
 			{"arm+cancel-B", "B/op", "%.0f"},
 			{"arm+cancel-allocs", "allocs/op", "%.2f"},
-			{"B/pending", "B/pending", "%.1f"},
+			{"B/pending", "B/pending", "%.2f"},
+			{"fixed-KiB", "fixed KiB", "%.1f"},
 			{"B/cancelled", "B/cancelled", "%.2f"},
 			{"late-max-ms", "last late ms", "%.1f"},
 			{"late-p50-ms", "p50 late ms", "%.2f"},
@@ -72,8 +73,9 @@ func deadlinesScenario() Scenario {
 		Notes: []string{
 			"locks: a deadline is a maxHold; its arm+cancel is a hold of a free key with MaxHold(1m) minus the same hold without,",
 			"timed in alternating batches of 32 (so that noise hits both alike) with N maxHolds of 1 h pending (N goroutines holding",
-			"keys), the median of at least 5 timings; B/pending and B/cancelled: the heap of N holds with a maxHold minus N without,",
-			"while held and after release.",
+			"keys), the median of at least 5 timings; the heap of holds with a maxHold minus as many without: B/pending, what one",
+			"more pending deadline adds (the slope from N/10 to N); fixed KiB, what N/10 or N pending add besides (locks: each shard's",
+			"list for the duration); B/cancelled, per deadline of N, after release.",
 			"time.AfterFunc, context.WithTimeout: arm then Stop (cancel), N armed for 1 h over the Ps; B/op, allocs/op on one goroutine.",
 			"heap figures after two runtime.GC (the second frees what sync.Pools cached).",
 			"the garbage collector is off during the experiment (but for the collections that measure the heap): at this scale",
@@ -113,6 +115,13 @@ func deadlines(env *Env, p Peer) Sample {
 	env.spareKeys() // made before the heap is measured
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 
+	// What a mechanism keeps once per store, shard or duration (locks: a
+	// shard's list for the duration, made with its first deadline of it)
+	// is not a pending deadline's cost: B/pending is the slope between a
+	// tenth of N and N, and the intercept is reported as fixed-KiB.
+	few := max(n/10, 1)
+	fewHeld := heldWith(m, env, few)
+
 	h0 := heapAlloc()
 	set := m.arm(env, n, 0)
 	baseHeld := heapAlloc() - h0
@@ -143,7 +152,9 @@ func deadlines(env *Env, p Peer) Sample {
 	s["arm+cancel-ns"], s["with-ns"], s["without-ns"] = t["arm+cancel-ns"], t["with-ns"], t["without-ns"]
 	s["arm+cancel-B"] = bytesA - bytesB
 	s["arm+cancel-allocs"] = allocsA - allocsB
-	s["B/pending"] = (held - baseHeld) / float64(n)
+	perPending := (held - baseHeld - fewHeld) / float64(n-few)
+	s["B/pending"] = perPending
+	s["fixed-KiB"] = (held - baseHeld - perPending*float64(n)) / 1024
 	s["B/cancelled"] = (left - baseLeft) / float64(n)
 
 	// The window starts 100 ms plus three times the arming just measured
@@ -172,6 +183,20 @@ func deadlines(env *Env, p Peer) Sample {
 	}
 	s["late-max-ms"], s["late-p50-ms"] = median(lasts), median(p50s)
 	return s
+}
+
+// heldWith returns the heap that n pending deadlines of 1 h add to n of
+// the mechanism's holds or timers without one.
+func heldWith(m timerMech, env *Env, n int) float64 {
+	h0 := heapAlloc()
+	set := m.arm(env, n, 0)
+	without := heapAlloc() - h0
+	set.cancel()
+	h0 = heapAlloc()
+	set = m.arm(env, n, time.Hour)
+	with := heapAlloc() - h0
+	set.cancel()
+	return with - without
 }
 
 // locksSet is n goroutines each holding one invoice id of a fresh store,
