@@ -84,6 +84,11 @@ type store struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 
+	// cleanup closes the store once its Store is unreachable, if Close was
+	// not called. Close stops it: a queued cleanup keeps the store alive
+	// until it has run, one collection later than the store could go.
+	cleanup runtime.Cleanup
+
 	cyclesMu sync.Mutex
 	blocked  map[*holdContext][]edge // waiters made inside these holds (cycles.go)
 
@@ -122,7 +127,7 @@ func NewStore(opts ...StoreOption) *Store {
 		holdsProfile() // registered from now on, for pprof.Lookup and net/http/pprof
 	}
 	S := &Store{s}
-	runtime.AddCleanup(S, func(s *store) { s.close() }, s)
+	s.cleanup = runtime.AddCleanup(S, func(s *store) { s.close() }, s)
 	return S
 }
 
@@ -138,8 +143,16 @@ func (s *Store) Close() error {
 	if s.store == nil {
 		return nil // a zero Store has nothing to close; OpenLock refuses it
 	}
-	s.close()
+	s.closeAndForget()
 	return nil
+}
+
+// closeAndForget closes the store and stops its cleanup, which has
+// nothing left to do.
+func (s *Store) closeAndForget() {
+	s.close()
+	s.cleanup.Stop()
+	runtime.KeepAlive(s) // reachable across Stop, as Stop asks
 }
 
 func (s *store) close() {
@@ -170,7 +183,7 @@ func (s *Store) Shutdown(ctx context.Context) error {
 	if s.store == nil {
 		return nil
 	}
-	s.close()
+	s.closeAndForget()
 	for {
 		s.drainMu.Lock()
 		drained := s.drained

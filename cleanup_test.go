@@ -35,3 +35,21 @@ func TestUnreachableStoreEndsItsGoroutine(t *testing.T) {
 	}
 	t.Fatalf("the timer goroutine of an unreachable store still runs: %v", err)
 }
+
+// TestClosedStoreIsFreedByOneCollection: a store closed and then dropped
+// goes at the next collection. Close stops the cleanup that closes a
+// dropped store; a queued cleanup would keep the store's state alive until
+// it had run.
+func TestClosedStoreIsFreedByOneCollection(t *testing.T) {
+	freed := func() func() bool {
+		st := locks.NewStore()
+		l, err := locks.OpenLock(st, "invoices")
+		require.NoError(t, err)
+		require.NoError(t, l.Hold(context.Background(), 9, nop, locks.MaxHold(time.Hour)))
+		freed := locks.StoreFreed(st)
+		require.NoError(t, st.Close())
+		return freed
+	}()
+	runtime.GC()
+	require.True(t, freed(), "the state of a closed, unreachable store is freed by one collection")
+}

@@ -1,5 +1,7 @@
 package locks
 
+import "weak"
+
 // Internals the tests of leases and closing observe, and nothing more.
 
 // KeyEntries returns how many keys of s have an entry: a holder or a line
@@ -46,4 +48,11 @@ func PendingTimers(s *Store) (n int, idle bool) {
 	defer s.timers.mu.Unlock()
 	_, pending := s.timers.wheel.Next()
 	return n, !pending
+}
+
+// StoreFreed returns a function that reports whether the state of s was
+// freed.
+func StoreFreed(s *Store) func() bool {
+	wp := weak.Make(s.store)
+	return func() bool { return wp.Value() == nil }
 }
