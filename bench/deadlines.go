@@ -30,8 +30,9 @@ type timerMech struct {
 	// arm arms n deadlines d from now and returns them; with d == 0 it
 	// builds the same thing without deadlines (the library: n holds without
 	// a maxHold; the timers: nothing), the baseline that arm(n, d) is
-	// compared with.
-	arm func(env *Env, n int, d time.Duration) pendingSet
+	// compared with. It arms the first few, calls between (if not nil),
+	// then arms the rest.
+	arm func(env *Env, n int, d time.Duration, few int, between func()) pendingSet
 	// fire arms n deadlines due evenly within one fireWindow that starts
 	// after lead, and returns how late each one fired, and how many could
 	// not be armed before they were due.
@@ -74,10 +75,10 @@ func deadlinesScenario() Scenario {
 			"locks: a deadline is a maxHold; its arm+cancel is a hold of a free key with MaxHold(1m) minus the same hold without,",
 			"timed in alternating batches of 32 (so that noise hits both alike) with N maxHolds of 1 h pending (N goroutines holding",
 			"keys), the median of at least 5 timings; the heap of holds with a maxHold minus as many without: B/pending, what one",
-			"more pending deadline adds (the slope from N/10 to N); fixed KiB, what N/10 or N pending add besides (locks: each shard's",
-			"list for the duration); B/cancelled, per deadline of N, after release.",
+			"more pending deadline adds (the slope from the set's first N/10 to all N); fixed KiB, what they add besides (locks: each",
+			"shard's list for the duration); B/cancelled, per deadline of N, after release.",
 			"time.AfterFunc, context.WithTimeout: arm then Stop (cancel), N armed for 1 h over the Ps; B/op, allocs/op on one goroutine.",
-			"heap figures after two runtime.GC (the second frees what sync.Pools cached).",
+			"heap figures after three runtime.GC, with a yield after the first for queued cleanups (the last frees what sync.Pools cached).",
 			"the garbage collector is off during the experiment (but for the collections that measure the heap): at this scale",
 			"one costs seconds (N parked goroutines to scan, for locks) and would drown the timings; B/op and allocs/op are counted.",
 			"lateness: see lateness.go: N deadlines due evenly within 100 ms; late = when the deadline's action was seen done - its",
@@ -117,21 +118,29 @@ func deadlines(env *Env, p Peer) Sample {
 
 	// What a mechanism keeps once per store, shard or duration (locks: a
 	// shard's list for the duration, made with its first deadline of it)
-	// is not a pending deadline's cost: B/pending is the slope between a
-	// tenth of N and N, and the intercept is reported as fixed-KiB.
-	few := max(n/10, 1)
-	fewHeld := heldWith(m, env, few)
-
+	// is not a pending deadline's cost: B/pending is the slope between the
+	// heap of the set's first tenth and that of the whole set, and the
+	// intercept is reported as fixed-KiB. Both points come from one set,
+	// so that what one set leaves to the next (the runtime's timer heaps
+	// keep their capacity) cannot tilt the slope.
+	few := n / 10
 	h0 := heapAlloc()
-	set := m.arm(env, n, 0)
+	var baseFew float64
+	set := m.arm(env, n, 0, few, func() { baseFew = heapAlloc() - h0 })
 	baseHeld := heapAlloc() - h0
 	set.cancel()
 	baseLeft := heapAlloc() - h0
 
 	h0 = heapAlloc()
+	var heldFew float64
+	var measuring time.Duration
 	start := time.Now()
-	set = m.arm(env, n, time.Hour)
-	armed := time.Since(start)
+	set = m.arm(env, n, time.Hour, few, func() {
+		t := time.Now()
+		heldFew = heapAlloc() - h0
+		measuring = time.Since(t)
+	})
+	armed := time.Since(start) - measuring
 	held := heapAlloc() - h0
 	with, without := set.ops(env, time.Minute)
 	// At least armTimings timings, each a share of the benchmark time: the
@@ -152,7 +161,7 @@ func deadlines(env *Env, p Peer) Sample {
 	s["arm+cancel-ns"], s["with-ns"], s["without-ns"] = t["arm+cancel-ns"], t["with-ns"], t["without-ns"]
 	s["arm+cancel-B"] = bytesA - bytesB
 	s["arm+cancel-allocs"] = allocsA - allocsB
-	perPending := (held - baseHeld - fewHeld) / float64(n-few)
+	perPending := (held - baseHeld - (heldFew - baseFew)) / float64(n-few)
 	s["B/pending"] = perPending
 	s["fixed-KiB"] = (held - baseHeld - perPending*float64(n)) / 1024
 	s["B/cancelled"] = (left - baseLeft) / float64(n)
@@ -185,20 +194,6 @@ func deadlines(env *Env, p Peer) Sample {
 	return s
 }
 
-// heldWith returns the heap that n pending deadlines of 1 h add to n of
-// the mechanism's holds or timers without one.
-func heldWith(m timerMech, env *Env, n int) float64 {
-	h0 := heapAlloc()
-	set := m.arm(env, n, 0)
-	without := heapAlloc() - h0
-	set.cancel()
-	h0 = heapAlloc()
-	set = m.arm(env, n, time.Hour)
-	with := heapAlloc() - h0
-	set.cancel()
-	return with - without
-}
-
 // locksSet is n goroutines each holding one invoice id of a fresh store,
 // with or without a maxHold.
 type locksSet struct {
@@ -208,25 +203,37 @@ type locksSet struct {
 	done    sync.WaitGroup
 }
 
-func armLocks(env *Env, n int, d time.Duration) pendingSet {
+func armLocks(env *Env, n int, d time.Duration, few int, between func()) pendingSet {
 	p := newLocksPeer().(*locksPeer)
 	s := &locksSet{store: p.store, lock: p.lock, release: make(chan struct{})}
 	var in sync.WaitGroup
-	in.Add(n)
 	fn := func(context.Context, *locks.Lease) error { in.Done(); <-s.release; return nil }
 	var opts []locks.Option
 	if d > 0 {
 		opts = append(opts, locks.MaxHold(d))
 	}
 	s.done.Add(n)
-	for _, key := range env.Keys[:n] {
-		go func() {
-			mustHold(s.lock.Hold(context.Background(), key, fn, opts...))
-			s.done.Done()
-		}()
-	}
-	in.Wait()
+	inSteps(env.Keys[:n], few, between, func(keys []string) {
+		in.Add(len(keys))
+		for _, key := range keys {
+			go func() {
+				mustHold(s.lock.Hold(context.Background(), key, fn, opts...))
+				s.done.Done()
+			}()
+		}
+		in.Wait()
+	})
 	return s
+}
+
+// inSteps calls arm with the first few of xs, then between (if not nil),
+// then arm with the rest.
+func inSteps[T any](xs []T, few int, between func(), arm func([]T)) {
+	arm(xs[:few])
+	if between != nil {
+		between()
+	}
+	arm(xs[few:])
 }
 
 func (s *locksSet) ops(env *Env, d time.Duration) (with, without func(w, i int)) {
@@ -264,21 +271,23 @@ type timerSet struct {
 	stops []func() bool
 }
 
-func armTimers(n int, d time.Duration, arm func(time.Duration) func() bool) *timerSet {
+func armTimers(n int, d time.Duration, few int, between func(), arm func(time.Duration) func() bool) *timerSet {
 	s := &timerSet{stops: make([]func() bool, n)}
-	if d == 0 {
-		return s
-	}
 	procs := runtime.GOMAXPROCS(0)
-	var wg sync.WaitGroup
-	for w := range procs {
-		wg.Go(func() {
-			for i := w * n / procs; i < (w+1)*n/procs; i++ {
-				s.stops[i] = arm(d)
-			}
-		})
-	}
-	wg.Wait()
+	inSteps(s.stops, few, between, func(stops []func() bool) {
+		if d == 0 {
+			return
+		}
+		var wg sync.WaitGroup
+		for w := range procs {
+			wg.Go(func() {
+				for i := w * len(stops) / procs; i < (w+1)*len(stops)/procs; i++ {
+					stops[i] = arm(d)
+				}
+			})
+		}
+		wg.Wait()
+	})
 	return s
 }
 
@@ -291,8 +300,8 @@ func (s *timerSet) cancel() {
 	}
 }
 
-func armAfterFunc(_ *Env, n int, d time.Duration) pendingSet {
-	return &afterFuncSet{armTimers(n, d, func(d time.Duration) func() bool { return time.AfterFunc(d, expired).Stop })}
+func armAfterFunc(_ *Env, n int, d time.Duration, few int, between func()) pendingSet {
+	return &afterFuncSet{armTimers(n, d, few, between, func(d time.Duration) func() bool { return time.AfterFunc(d, expired).Stop })}
 }
 
 type afterFuncSet struct{ *timerSet }
@@ -301,8 +310,8 @@ func (afterFuncSet) ops(_ *Env, d time.Duration) (with, without func(w, i int)) 
 	return func(int, int) { time.AfterFunc(d, expired).Stop() }, func(int, int) {}
 }
 
-func armWithTimeout(_ *Env, n int, d time.Duration) pendingSet {
-	return &withTimeoutSet{armTimers(n, d, func(d time.Duration) func() bool {
+func armWithTimeout(_ *Env, n int, d time.Duration, few int, between func()) pendingSet {
+	return &withTimeoutSet{armTimers(n, d, few, between, func(d time.Duration) func() bool {
 		_, cancel := context.WithTimeout(context.Background(), d)
 		return func() bool { cancel(); return true }
 	})}

@@ -2,26 +2,42 @@ package main
 
 import (
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"time"
 )
 
-// heapAlloc returns the bytes of live heap objects after three full
-// collections. The first queues the cleanups of what it found unreachable
-// (a Store's closes it, and keeps its inner state alive until it has run)
-// and moves what sync.Pools cache to their victim caches; the yield lets
-// the cleanups run, which at GOMAXPROCS 1 they otherwise may not before
-// the next collection; the next two free what the cleanups let go and
-// what the pools kept.
+// heapAlloc returns the bytes of live heap objects once what is
+// unreachable is freed: after a collection it waits for the cleanups and
+// finalizers that collection queued (what they hold stays alive until
+// they have run), then collects twice more: the first moves what
+// sync.Pools cache to their victim caches, the second frees it.
 func heapAlloc() float64 {
 	runtime.GC()
-	runtime.Gosched()
+	awaitCleanups()
 	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return float64(m.HeapAlloc)
+}
+
+// awaitCleanups yields until every cleanup and finalizer queued so far has
+// run, or a second has passed.
+func awaitCleanups() {
+	counts := []metrics.Sample{
+		{Name: "/gc/cleanups/queued:cleanups"},
+		{Name: "/gc/cleanups/executed:cleanups"},
+		{Name: "/gc/finalizers/queued:finalizers"},
+		{Name: "/gc/finalizers/executed:finalizers"},
+	}
+	for end := time.Now().Add(time.Second); time.Now().Before(end); runtime.Gosched() {
+		metrics.Read(counts)
+		if counts[1].Value.Uint64() >= counts[0].Value.Uint64() && counts[3].Value.Uint64() >= counts[2].Value.Uint64() {
+			return
+		}
+	}
 }
 
 // Median returns the median of each metric over samples (the mean of the
