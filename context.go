@@ -209,6 +209,11 @@ func (c *holdContext) lost() loss {
 // ended before), the real context is cancelled and stops following the
 // parent. Ending an unbuilt context allocates nothing.
 func (c *holdContext) end() {
+	// Most holds end with nothing built, lost or settled: the CAS the
+	// general path below would make, without its closure.
+	if c.st.Load() == nil && c.parent.Err() == nil && c.st.CompareAndSwap(nil, endedState) {
+		return
+	}
 	st := c.settle(func(old *ctxState) *ctxState {
 		switch {
 		case old != nil && old.ended:
@@ -320,8 +325,16 @@ func enclosing(ctx context.Context, lock, key string) conflict {
 // not ended encloses ctx: a hold made there can close a cycle of holds
 // waiting on each other (see cycles.go).
 func enclosingHold(ctx context.Context, lock, key string) (conflict, bool) {
-	inside := false
 	v := ctx.Value(markKey{})
+	if v == nil { // inlined: most holds are made outside any other
+		return noConflict, false
+	}
+	return enclosingMarks(v, lock, key)
+}
+
+// enclosingMarks is enclosingHold from v, the value of ctx's nearest mark.
+func enclosingMarks(v any, lock, key string) (conflict, bool) {
+	inside := false
 	for v != nil {
 		switch m := v.(type) {
 		case txMark:

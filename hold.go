@@ -210,9 +210,12 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) er
 // hold's settings, or the Invalid (or Canceled) error that ends it at once.
 func (l *Lock) check(ctx context.Context, key any, opts []Option, fn HoldFunc) (string, settings, error) {
 	name := l.state.name
-	text, why := keyText(key)
-	if why != "" {
-		return "", settings{}, newError(Invalid, name, "", why)
+	text, ok := key.(string) // most keys: no call to make
+	if !ok || len(text) == 0 || len(text) > MaxKeyLen {
+		var why string
+		if text, why = keyText(key); why != "" {
+			return "", settings{}, newError(Invalid, name, "", why)
+		}
 	}
 	if fn == nil {
 		return "", settings{}, newError(Invalid, name, text, "the function to run is nil")

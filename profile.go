@@ -26,14 +26,21 @@ type profiled struct{ _ byte }
 // profileHold records a hold in the profile if s samples it, with the
 // stack from the caller of the caller of profileHold, and returns the
 // entry to remove when the hold is over (nil if not recorded). When the
-// profile is off it costs one comparison.
+// profile is off it costs one comparison, inlined.
 func (s *store) profileHold() *profiled {
-	n := s.profile
-	if n == 0 || n > 1 && rand.IntN(n) != 0 {
+	if s.profile == 0 {
+		return nil
+	}
+	return s.sampleHold()
+}
+
+// sampleHold is profileHold with the profile on.
+func (s *store) sampleHold() *profiled {
+	if n := s.profile; n > 1 && rand.IntN(n) != 0 {
 		return nil
 	}
 	p := new(profiled)
-	holdsProfile().Add(p, 2)
+	holdsProfile().Add(p, 3) // past sampleHold, profileHold and its caller
 	return p
 }
 

@@ -206,10 +206,14 @@ func (l *deadlineList) dueLocked() time.Duration {
 // head, except that a list by tick left empty goes at once, its timer taken
 // out of the wheel under the wheel's mutex (see the top of this file).
 func disarmLocked(t *ticket) {
-	l := t.list
-	if l == nil {
-		return
+	if t.list != nil { // inlined: most tickets a release looks at are unarmed
+		t.unlinkLocked()
 	}
+}
+
+// unlinkLocked is disarmLocked for a ticket with a pending deadline.
+func (t *ticket) unlinkLocked() {
+	l := t.list
 	if t.prev != nil {
 		t.prev.next = t.next
 	} else {
