@@ -334,10 +334,10 @@ var _ Locker = (*Lock)(nil)
 // hold of the same lock and key (ctx descending from that hold's context;
 // see Detach); inside another hold, when its wait would close a cycle of
 // holds waiting on each other, it leaves the line and fails Invalid,
-// naming the keys of the cycle. It fails Lost when the lease was lost before fn returned
-// (see MaxHold and Close), wrapping fn's error: check errors.Is(err,
-// ErrLost) before context.Canceled, since a function that returns its
-// ended ctx's error makes a lost lease match both. Closed when the store is
+// naming the keys of the cycle. It fails Lost when the lease was lost
+// before fn returned (see MaxHold and Close), wrapping fn's error: check
+// errors.Is(err, ErrLost) before context.Canceled, since a function that
+// returns its ended ctx's error makes a lost lease match both. Closed when the store is
 // closed. Errors other than fn's own are *Error values.
 //
 // Cost: on a free key, one hash, one shard lock taken twice (grant and

@@ -24,7 +24,7 @@ var holdsProfile = sync.OnceValue(func() *pprof.Profile {
 type profiled struct{ _ byte }
 
 // profileHold records a hold in the profile if s samples it, with the
-// stack from the caller of the caller of profileHold, and returns the
+// stack from profileHold's caller up, and returns the
 // entry to remove when the hold is over (nil if not recorded). When the
 // profile is off it costs one comparison, inlined.
 func (s *store) profileHold() *profiled {
@@ -40,7 +40,7 @@ func (s *store) sampleHold() *profiled {
 		return nil
 	}
 	p := new(profiled)
-	holdsProfile().Add(p, 3) // past sampleHold, profileHold and its caller
+	holdsProfile().Add(p, 3) // the stack starts at profileHold's caller (Add's own frame counts)
 	return p
 }
 

@@ -78,7 +78,7 @@ func deadlinesScenario() Scenario {
 			"more pending deadline adds (the slope from the set's first N/10 to all N); fixed KiB, what they add besides (locks: each",
 			"shard's list for the duration); B/cancelled, per deadline of N, after release.",
 			"time.AfterFunc, context.WithTimeout: arm then Stop (cancel), N armed for 1 h over the Ps; B/op, allocs/op on one goroutine.",
-			"heap figures after three runtime.GC, with a yield after the first for queued cleanups (the last frees what sync.Pools cached).",
+			"heap figures after three runtime.GC, waiting after the first until the cleanups it queued have run (the last frees what sync.Pools cached).",
 			"the garbage collector is off during the experiment (but for the collections that measure the heap): at this scale",
 			"one costs seconds (N parked goroutines to scan, for locks) and would drown the timings; B/op and allocs/op are counted.",
 			"lateness: see lateness.go: N deadlines due evenly within 100 ms; late = when the deadline's action was seen done - its",
