@@ -337,8 +337,8 @@ var _ Locker = (*Lock)(nil)
 // naming the keys of the cycle. It fails Lost when the lease was lost
 // before fn returned (see MaxHold and Close), wrapping fn's error: check
 // errors.Is(err, ErrLost) before context.Canceled, since a function that
-// returns its ended ctx's error makes a lost lease match both. Closed when the store is
-// closed. Errors other than fn's own are *Error values.
+// returns its ended ctx's error makes a lost lease match both. Closed
+// when the store is closed. Errors other than fn's own are *Error values.
 //
 // Cost: on a free key, one hash, one shard lock taken twice (grant and
 // release), one map insert and delete, one clock reading and one
