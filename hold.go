@@ -3,7 +3,6 @@ package locks
 import (
 	"context"
 	"runtime"
-	"sync/atomic"
 	"time"
 
 	"github.com/holdline/locks/shard"
@@ -57,16 +56,7 @@ type waiter struct {
 	line    waitq.Element[*ticket] // place in the key's line; Value is &ticket
 	ready   chan state             // one send of the settled state
 	state   state
-	woke    bool          // handed the key without a maxHold: it reads its own grant instant
 	maxHold time.Duration // armed at its grant
-
-	// grantedAt: once woke, the grant instant the holder read after
-	// waking (on the timer clock, plus one; 0 until then). The holder
-	// stores it without the shard's mutex, and others load it under the
-	// mutex, both atomically; it is reset to 0 by a plain write under the
-	// mutex once the holder is done with its record (an atomic store there
-	// is an XCHG on amd64, a hot key's hold paying one for nothing).
-	grantedAt atomic.Int64
 
 	// What a waiter whose wait passed learns of the holder, for its error.
 	heldFor     time.Duration
@@ -155,8 +145,7 @@ func (sd *shardLocal) putLocked(h hold) {
 		if w.sess != nil {
 			w.sess.leaveLocked(w)
 		}
-		w.c, w.entry, w.maxHold, w.woke, w.sess = nil, nil, 0, false, nil
-		w.grantedAt = atomic.Int64{} // a plain write: see grantedAt
+		w.c, w.entry, w.maxHold, w.sess = nil, nil, 0, nil
 		sd.waiters.push(&w.ticket)
 	case h.t != nil:
 		// The entry may be another key's by now, or dropped: any entry of
@@ -513,14 +502,6 @@ func (s *store) takeOut(h hold, canceled bool) (got state, out bool) {
 func (s *store) settled(h hold, got state) error {
 	w := h.w
 	if got == holding {
-		if h.c.lease.Granted.IsZero() {
-			// Handed off without a maxHold: the grant left the clock to
-			// the woken waiter, to keep it out of the shard's lock. This
-			// instant is after the grant and before fn runs.
-			now, at := s.now()
-			h.c.lease.Granted = now
-			w.grantedAt.Store(int64(at) + 1)
-		}
 		if s.times {
 			w.sd.waited.record(max(h.c.lease.Granted.Sub(s.origin)-w.since, 0))
 		}
@@ -551,26 +532,15 @@ func (s *store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
 }
 
 // grantedLocked returns when e's holder was granted it, on the timer
-// clock, without reading a Granted that a woken holder may be writing.
-// A holder granted and not yet awake reports the grant as now-ish: the
-// largest instant, so that it has held the key for no time.
+// clock.
 func (s *store) grantedLocked(e *keyEntry) time.Duration {
-	if t := e.Ticket; t != nil && t.w != nil && t.w.woke {
-		at := t.w.grantedAt.Load()
-		if at == 0 {
-			return maxInstant // granted, not yet awake
-		}
-		return time.Duration(at - 1)
-	}
 	return e.Holder.lease.Granted.Sub(s.origin)
 }
 
 // grantLocked makes c, with its ticket t (its waiter's; nil for a hold
 // that did not wait), the holder of e at now (at on the timer clock): it
 // gives c its fence and grant time and arms its maxHold, taking a bare
-// ticket for it if it has none. It returns the hold's ticket. A zero now
-// leaves Granted for the woken waiter to read (see settled); it is only
-// zero without a maxHold.
+// ticket for it if it has none. It returns the hold's ticket.
 func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *ticket, maxHold time.Duration, now time.Time, at time.Duration) *ticket {
 	sh := sd.sh
 	e.Holder = c
@@ -609,9 +579,12 @@ func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 		}
 		w = el.Value.w
 		disarmLocked(&w.ticket) // its wait
-		if w.maxHold > 0 || w.sess != nil {
-			now, at = s.now()
-		}
+		// The grant instant is read here, under the shard's lock, not by
+		// the woken holder: publishing it from there took an atomic store
+		// and a flag, and a hot key's hold 2-3 % more at GOMAXPROCS 1 and
+		// 0-3 % at 2 than this longer critical section (go run ./bench
+		// -run hotkey, five alternated runs).
+		now, at = s.now()
 		if w.sess == nil {
 			sd.sh.Running++
 			break
@@ -628,7 +601,7 @@ func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 	}
 	s.grantLocked(sd, e, w.c, &w.ticket, w.maxHold, now, at)
 	w.state = holding
-	e.Ticket, w.woke = &w.ticket, now.IsZero()
+	e.Ticket = &w.ticket
 	return w.ready
 }
 

@@ -87,21 +87,12 @@ func (s *Store) Holders(lock string, keys ...any) ([]Holder, error) {
 	return out, nil
 }
 
-// holderLocked describes e's holder at instant now. Its lease is copied
-// field by field: Granted is rebuilt from the grant instant, since a holder
-// handed the key may be writing its own Granted.
+// holderLocked describes e's holder at instant now, read under the shard's
+// lock (so no earlier than the grant).
 func (s *store) holderLocked(e *keyEntry, now time.Duration) Holder {
-	c := e.Holder
-	granted := min(s.grantedLocked(e), now)
 	h := Holder{
-		Lease: Lease{
-			Lock:     c.lease.Lock,
-			Key:      c.lease.Key,
-			Fence:    c.lease.Fence,
-			Granted:  s.origin.Add(granted),
-			Deadline: c.lease.Deadline,
-		},
-		HeldFor: now - granted,
+		Lease:   e.Holder.lease,
+		HeldFor: s.heldForLocked(e, now),
 		Waiters: e.Line.Len(),
 	}
 	if t := e.Ticket; t != nil && t.w != nil && t.w.sess != nil {
