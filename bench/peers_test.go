@@ -106,7 +106,7 @@ func TestNotesNameThePeers(t *testing.T) {
 		notes[sc.Name] = strings.Join(sc.Notes, "\n")
 	}
 	for _, want := range []struct{ scenario, text string }{
-		{"hotkey", "FIFO peers: locks, chanmap, semaphore, semaphore-timeout, floor-contract;"},
+		{"hotkey", "FIFO peers: locks, chanmap, semaphore, semaphore-timeout, floor-contract, floor-contract+wait;"},
 		{"hotkey-deadline", "mutexmap, moby-locker, semaphore, keymutex, floor-mutex, floor-cas, floor-contract, floor-contract+AfterFunc cannot bound a wait"},
 		{"memory", "keymutex, floor-mutex, floor-cas cannot hold N keys at once"},
 	} {
@@ -202,11 +202,14 @@ func TestMemorySmall(t *testing.T) {
 	}
 }
 
-// TestContractFloorLayout checks what the floor of the contract claims:
+// TestContractFloorLayout checks what the floors of the contract claim:
 // shards padded to whole 128-byte blocks, and a 128-byte record per grant.
 func TestContractFloorLayout(t *testing.T) {
 	if size := unsafe.Sizeof(contractShard{}); size%contractPad != 0 {
 		t.Errorf("a shard is %d bytes, not a multiple of %d", size, contractPad)
+	}
+	if size := unsafe.Sizeof(waitFloorShard{}); size%contractPad != 0 {
+		t.Errorf("a shard of the wait floor is %d bytes, not a multiple of %d", size, contractPad)
 	}
 	if size := unsafe.Sizeof(contractRecord{}); size != 128 {
 		t.Errorf("the record is %d bytes, want 128", size)
@@ -214,76 +217,142 @@ func TestContractFloorLayout(t *testing.T) {
 	if n := len(newContractFloor(false).(*contractFloor).shards); n != 256 {
 		t.Errorf("%d shards, want 256", n)
 	}
+	if n := len(newWaitFloor().(*waitFloor).shards); n != 256 {
+		t.Errorf("the wait floor has %d shards, want 256", n)
+	}
+}
+
+// contractFloors are the floors of the contract whose lines the tests
+// below look into: the record of key's grant (read by its holder), and how
+// many wait for key, read under the key's shard's mutex (-1: no entry; -2:
+// the wait floor's list of deadlines does not hold the line's waiters).
+var contractFloors = []struct {
+	name    string
+	new     func() Locker
+	rec     func(l Locker, key string) *contractRecord
+	waiters func(l Locker, key string) int
+}{
+	{
+		contractName, func() Locker { return newContractFloor(false) },
+		func(l Locker, key string) *contractRecord {
+			f := l.(*contractFloor)
+			h := xxhash.Sum64String(key) ^ f.nameHash
+			return f.shards[h%contractShards].lookup(h, key).rec // under the holder's own function
+		},
+		func(l Locker, key string) int {
+			f := l.(*contractFloor)
+			h := xxhash.Sum64String(key) ^ f.nameHash
+			sh := &f.shards[h%contractShards]
+			sh.mu.Lock()
+			defer sh.mu.Unlock()
+			if e := sh.lookup(h, key); e != nil {
+				return e.waiters
+			}
+			return -1
+		},
+	},
+	{
+		waitFloorName, newWaitFloor,
+		func(l Locker, key string) *contractRecord {
+			f := l.(*waitFloor)
+			h := xxhash.Sum64String(key) ^ f.nameHash
+			return f.shards[h%contractShards].lookup(h, key).rec
+		},
+		func(l Locker, key string) int {
+			f := l.(*waitFloor)
+			h := xxhash.Sum64String(key) ^ f.nameHash
+			sh := &f.shards[h%contractShards]
+			sh.mu.Lock()
+			defer sh.mu.Unlock()
+			e := sh.lookup(h, key)
+			if e == nil {
+				return -1
+			}
+			n, deadlines := 0, 0
+			for w := e.head; w != nil; w = w.next {
+				n++
+			}
+			for w := sh.dhead; w != nil; w = w.dnext {
+				deadlines++
+			}
+			if deadlines != n { // one key of the shard is waited for
+				return -2
+			}
+			return n
+		},
+	},
 }
 
 // TestContractFloorAllocatesTheRecord checks that a hold of a free key
 // allocates the record on the heap, and nothing else once its shard has a
 // free entry: one allocation of 128 bytes.
 func TestContractFloorAllocatesTheRecord(t *testing.T) {
-	l := newContractFloor(false)
-	keys := []string{"invoice-000000", "invoice-000001", "invoice-000002"}
-	for _, k := range keys { // entries made, maps grown
-		l.Hold(k, func() {})
-	}
-	i := 0
-	allocs := testing.AllocsPerRun(1000, func() { l.Hold(keys[i%len(keys)], func() {}); i++ })
-	if allocs != 1 {
-		t.Errorf("%.2f allocations per hold, want 1", allocs)
-	}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for i := range 1000 {
-		l.Hold(keys[i%len(keys)], func() {})
-	}
-	runtime.ReadMemStats(&after)
-	if b := float64(after.TotalAlloc-before.TotalAlloc) / 1000; b < 127 || b > 129 {
-		t.Errorf("%.1f bytes per hold, want 128", b)
+	for _, floor := range contractFloors {
+		t.Run(floor.name, func(t *testing.T) {
+			l := floor.new()
+			keys := []string{"invoice-000000", "invoice-000001", "invoice-000002"}
+			for _, k := range keys { // entries made, maps grown
+				l.Hold(k, func() {})
+			}
+			i := 0
+			allocs := testing.AllocsPerRun(1000, func() { l.Hold(keys[i%len(keys)], func() {}); i++ })
+			if allocs != 1 {
+				t.Errorf("%.2f allocations per hold, want 1", allocs)
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for i := range 1000 {
+				l.Hold(keys[i%len(keys)], func() {})
+			}
+			runtime.ReadMemStats(&after)
+			if b := float64(after.TotalAlloc-before.TotalAlloc) / 1000; b < 127 || b > 129 {
+				t.Errorf("%.1f bytes per hold, want 128", b)
+			}
+		})
 	}
 }
 
-// TestContractFloorLineAndFences checks the floor's line: waiters get the
+// TestContractFloorLineAndFences checks the floors' line: waiters get the
 // key in the order they joined, each grant's fence is higher than the one
 // before, and the entry is gone once the key is let go.
 func TestContractFloorLineAndFences(t *testing.T) {
-	f := newContractFloor(false).(*contractFloor)
-	const key = "invoice-000042"
-	sh := &f.shards[(xxhash.Sum64String(key)^f.nameHash)%contractShards]
-	waiters := func() int {
-		sh.mu.Lock()
-		defer sh.mu.Unlock()
-		if e := sh.lookup(xxhash.Sum64String(key)^f.nameHash, key); e != nil {
-			return e.waiters
-		}
-		return -1
-	}
-	var order []int
-	var fences []uint64
-	note := func(i int) func() {
-		return func() {
-			order = append(order, i)
-			fences = append(fences, sh.lookup(xxhash.Sum64String(key)^f.nameHash, key).rec.fence)
-		}
-	}
-	letGo := holdInGoroutine(f, key)
-	var wg sync.WaitGroup
-	for i := range 5 {
-		wg.Go(func() { f.Hold(key, note(i)) })
-		for waiters() != i+1 { // the next joins the line only after this one
-			runtime.Gosched()
-		}
-	}
-	letGo()
-	wg.Wait()
-	if !slices.Equal(order, []int{0, 1, 2, 3, 4}) {
-		t.Errorf("served in the order %v, want the line's", order)
-	}
-	for i := 1; i < len(fences); i++ {
-		if fences[i] <= fences[i-1] {
-			t.Errorf("fences %v do not rise", fences)
-		}
-	}
-	if w := waiters(); w != -1 {
-		t.Errorf("the key's entry is left with %d waiters after its last hold", w)
+	for _, floor := range contractFloors {
+		t.Run(floor.name, func(t *testing.T) {
+			l := floor.new()
+			const key = "invoice-000042"
+			var order []int
+			var fences []uint64
+			note := func(i int) func() {
+				return func() {
+					order = append(order, i)
+					fences = append(fences, floor.rec(l, key).fence)
+				}
+			}
+			letGo := holdInGoroutine(l, key)
+			var wg sync.WaitGroup
+			for i := range 5 {
+				wg.Go(func() { l.Hold(key, note(i)) })
+				for n := floor.waiters(l, key); n != i+1; n = floor.waiters(l, key) { // the next joins the line only after this one
+					if n == -2 {
+						t.Fatalf("the list of deadlines and the line disagree")
+					}
+					runtime.Gosched()
+				}
+			}
+			letGo()
+			wg.Wait()
+			if !slices.Equal(order, []int{0, 1, 2, 3, 4}) {
+				t.Errorf("served in the order %v, want the line's", order)
+			}
+			for i := 1; i < len(fences); i++ {
+				if fences[i] <= fences[i-1] {
+					t.Errorf("fences %v do not rise", fences)
+				}
+			}
+			if w := floor.waiters(l, key); w != -1 {
+				t.Errorf("the key's entry is left with %d waiters after its last hold", w)
+			}
+		})
 	}
 }
 

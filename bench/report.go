@@ -340,6 +340,7 @@ var markdownPeers = []struct{ name, heading string }{
 	{"semaphore", "semaphore"},
 	{"semaphore-timeout", "semaphore + WithTimeout"},
 	{contractAfterFuncName, "floor-contract + AfterFunc"},
+	{waitFloorName, "floor-contract + wait"},
 }
 
 // markdownNames are the throughput scenarios as the README's table names
