@@ -90,20 +90,22 @@ func (c *holdContext) Done() <-chan struct{} { return c.built().Done() }
 // changes. It builds nothing.
 func (c *holdContext) Err() error {
 	st := c.st.Load()
-	if st != nil && st.err != nil {
-		if st.real != nil && st.real.Err() == nil {
-			// Settled (a loss, under the store's lock), but the real
-			// context's Done is not closed yet: its canceller is on its
-			// way. Err answers nil until Done is closed, as a context must.
+	if st == nil || st.err == nil {
+		if c.parent.Err() == nil {
 			return nil
 		}
-		return st.err
+		c.parentEnded()
+		st = c.st.Load() // settled now, by this call or another's
 	}
-	if c.parent.Err() == nil {
+	if st.real != nil && st.real.Err() == nil {
+		// Settled (by a loss under the store's lock, or by the parent's
+		// end on another goroutine), but the real context's Done is not
+		// closed yet: its canceller is on its way. Err answers nil until
+		// Done is closed, as a context must, and so never nil after
+		// non-nil.
 		return nil
 	}
-	c.parentEnded()
-	return c.st.Load().err
+	return st.err
 }
 
 // Value returns c itself for this package's mark key (see enclosing), and

@@ -163,6 +163,25 @@ func TestErrIsSettledOnce(t *testing.T) {
 	assert.Equal(t, lostMaxHold, c.lost())
 }
 
+// TestErrNeverNilAfterNonNil checks Err's promise that once non-nil it
+// never changes where the parent's end settles a built context on the
+// context package's goroutine while the function's goroutine asks Err:
+// either may settle it first, and until the real context is cancelled Err
+// must answer nil, not the settled error and then nil.
+func TestErrNeverNilAfterNonNil(t *testing.T) {
+	for range 20_000 {
+		parent, cancel := context.WithCancel(context.Background())
+		c := newHoldContext(parent, "l", "k")
+		c.Done() // built: the parent's end reaches it by context.AfterFunc
+		cancel()
+		if first, second := c.Err(), c.Err(); first != nil && second == nil {
+			t.Fatalf("Err answered %v, then nil", first)
+		}
+		<-c.Done()
+		c.end()
+	}
+}
+
 func TestLoseThenEnd(t *testing.T) {
 	c := newHoldContext(context.Background(), "l", "k")
 	c.loseLocked(lostMaxHold)
