@@ -33,9 +33,9 @@ type Lease struct {
 	// Granted is when the key was given to this holder (wall clock, with
 	// the monotonic reading). A hold that took a free key without a
 	// maxHold reads the clock just before taking the shard's lock, so its
-	// Granted may precede the grant by that lock's wait; a waiter handed
-	// the key reads it as it wakes, just after the grant; with a maxHold it
-	// is read at the grant itself.
+	// Granted may precede the grant by that lock's wait; for one with a
+	// maxHold, and for a waiter handed the key, it is read at the grant
+	// itself, under the shard's lock.
 	Granted time.Time
 	// Deadline is Granted plus the hold's maxHold, when the lease will be
 	// revoked; the zero Time when maxHold is off.
@@ -344,8 +344,9 @@ var _ Locker = (*Lock)(nil)
 // release), one map insert and delete, one clock reading and one
 // allocation (112 bytes on amd64: fn's context, which is also its lease);
 // fn's context builds a real context only if fn uses it. A wait adds a
-// reused ticket, O(1) appends and unlinks under the same shard lock, and
-// a channel wake-up. Safe for concurrent use.
+// reused ticket, O(1) appends and unlinks under the same shard lock, a
+// second clock reading (the grant's, under that lock) and a channel
+// wake-up. Safe for concurrent use.
 func (l *Lock) Hold(ctx context.Context, key any, fn HoldFunc, opts ...Option) error {
 	return l.hold(ctx, key, opts, fn)
 }
