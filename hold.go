@@ -186,7 +186,8 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) er
 		defer unprofile(p)
 	}
 	set.inside = inside
-	h, joined, err := l.enter(ctx, text, set, nil)
+	var h hold
+	joined, err := l.enter(&h, newHoldContext(ctx, name, text), set, nil)
 	if joined {
 		// The wait is made in this frame, not in a function of its own:
 		// a waiter woken returns through every frame above its park, and
@@ -250,7 +251,12 @@ func (l *Lock) check(ctx context.Context, key any, opts []Option, fn HoldFunc) (
 // nil) always has a waiter record, its membership of the session's ttl
 // group, and its context derives from ctx's values only.
 func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Session) (hold, error) {
-	h, joined, err := l.enter(ctx, text, set, sess)
+	parent := ctx
+	if sess != nil {
+		parent = context.WithoutCancel(ctx) // the grant outlives the call
+	}
+	var h hold
+	joined, err := l.enter(&h, newHoldContext(parent, l.state.name, text), set, sess)
 	if joined {
 		if set.inside {
 			err = l.store.awaitInside(ctx, h)
@@ -264,24 +270,24 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 	return h, nil
 }
 
-// enter is acquire without the wait: it grants key text to a new hold at
-// once if it is free, or puts it in the key's line and reports joined, and
-// then the caller waits for h's wake-up (await).
+// enter is acquire without the wait, for c, the context of a new hold of
+// key c.lease.Key: it grants the key at once if it is free, or puts the
+// hold in the key's line and reports joined, and then the caller waits for
+// h's wake-up (await). It fills h in either case; on an error, it leaves h
+// as it was. The caller makes c, and h lives in the caller's frame, to
+// keep enter's frame small: a goroutine's first hold is made on its first
+// stack (2 KiB), and growing it between the call and the line costs the
+// hold its place (README, "Order").
 //
 // The clock is read once: before the shard's lock for a hold without a
 // maxHold (a wait counts from the call, and a free key's Granted may
 // precede the grant by the lock's wait), and under it when a maxHold is
 // to count from the grant itself, never from before it.
-func (l *Lock) enter(ctx context.Context, text string, set settings, sess *Session) (h hold, joined bool, err error) {
-	s, name := l.store, l.state.name
+func (l *Lock) enter(h *hold, c *holdContext, set settings, sess *Session) (joined bool, err error) {
+	s, name, text := l.store, l.state.name, c.lease.Key
 	hash := shard.Hash(l.state.hash, text)
 	sd := &s.local[s.table.Index(hash)]
 	sh := sd.sh
-	parent := ctx
-	if sess != nil {
-		parent = context.WithoutCancel(ctx) // the grant outlives the call
-	}
-	c := newHoldContext(parent, name, text)
 	var at time.Duration
 	if set.maxHold == 0 {
 		at = s.since()
@@ -290,59 +296,73 @@ func (l *Lock) enter(ctx context.Context, text string, set settings, sess *Sessi
 	sh.Lock()
 	if s.closed.Load() {
 		sh.Unlock()
-		return hold{}, false, newError(Closed, name, text, "the store is closed")
+		return false, newError(Closed, name, text, "the store is closed")
 	}
 	e := sh.LookupLocked(hash, func(c *holdContext) bool { return c.lease.Key == text && c.lease.Lock == name })
 	if e == nil {
-		var now time.Time
 		if set.maxHold > 0 {
-			now, at = s.now()
-		} else {
-			now = s.instant(at)
+			at = s.since()
 		}
 		e = sh.InsertLocked(hash)
 		if sess != nil {
-			w := sd.takeWaiterLocked(c, e)
-			w.state = holding
-			if !sess.joinLocked(w, set.ttl, at) {
-				sh.DeleteLocked(e)
-				sd.putLocked(hold{w: w})
-				sh.Unlock()
-				return hold{}, false, newError(Closed, name, text, "the session is closed")
-			}
-			t := s.grantLocked(sd, e, c, &w.ticket, set.maxHold, now, at)
-			e.Ticket = t
-			sh.Unlock()
-			return hold{c: c, sd: sd, e: e, t: t, w: w}, false, nil
+			return s.grantSessionLocked(h, sd, e, c, sess, set, at)
 		}
 		sh.Running++
-		t := s.grantLocked(sd, e, c, nil, set.maxHold, now, at)
+		t := s.grantLocked(sd, e, c, nil, set.maxHold, at)
 		sh.Unlock()
-		return hold{c: c, sd: sd, e: e, t: t}, false, nil
+		h.c, h.sd, h.e, h.t = c, sd, e, t
+		return false, nil
 	}
 	switch {
 	case set.wait == 0:
 		sh.Unlock()
-		return hold{}, false, newError(InUse, name, text, "held past the hold's wait")
+		return false, newError(InUse, name, text, "held past the hold's wait")
 	case e.Line.Len() >= MaxWaiters:
 		sh.Counts.Limited++
 		sh.Unlock()
-		return hold{}, false, newError(Limit, name, text, "the line of waiters is full")
+		return false, newError(Limit, name, text, "the line of waiters is full")
 	}
 	if set.maxHold > 0 {
-		_, at = s.now()
+		at = s.since()
 	}
 	w := s.joinLocked(sd, e, c, set, at)
 	if sess != nil && !sess.joinLocked(w, set.ttl, at) {
-		e.Line.Remove(&w.line)
-		sh.Waiting--
-		disarmLocked(&w.ticket)
-		sd.putLocked(hold{w: w})
-		sh.Unlock()
-		return hold{}, false, newError(Closed, name, text, "the session is closed")
+		return false, s.unjoinLocked(sd, e, w)
 	}
 	sh.Unlock()
-	return hold{c: c, sd: sd, e: e, t: &w.ticket, w: w}, true, nil
+	h.c, h.sd, h.e, h.t, h.w = c, sd, e, &w.ticket, w
+	return true, nil
+}
+
+// grantSessionLocked is enter's grant of free key e to c, a hold of sess,
+// at instant at on the timer clock: it unlocks the shard.
+func (s *store) grantSessionLocked(h *hold, sd *shardLocal, e *keyEntry, c *holdContext, sess *Session, set settings, at time.Duration) (bool, error) {
+	sh := sd.sh
+	w := sd.takeWaiterLocked(c, e)
+	w.state = holding
+	if !sess.joinLocked(w, set.ttl, at) {
+		sh.DeleteLocked(e)
+		sd.putLocked(hold{w: w})
+		sh.Unlock()
+		return false, newError(Closed, c.lease.Lock, c.lease.Key, "the session is closed")
+	}
+	t := s.grantLocked(sd, e, c, &w.ticket, set.maxHold, at)
+	e.Ticket = t
+	sh.Unlock()
+	h.c, h.sd, h.e, h.t, h.w = c, sd, e, t, w
+	return false, nil
+}
+
+// unjoinLocked takes w, a session's waiter whose session closed as it
+// joined e's line, out again, and unlocks the shard.
+func (s *store) unjoinLocked(sd *shardLocal, e *keyEntry, w *waiter) error {
+	e.Line.Remove(&w.line)
+	sd.sh.Waiting--
+	disarmLocked(&w.ticket)
+	c := w.c
+	sd.putLocked(hold{w: w})
+	sd.sh.Unlock()
+	return newError(Closed, c.lease.Lock, c.lease.Key, "the session is closed")
 }
 
 // tryHold is TryHold: it runs fn if the key is free, and never waits.
@@ -370,10 +390,10 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option)
 		return false, nil
 	}
 	c := newHoldContext(ctx, name, text) // only for a free key
-	now, at := s.now()
+	at := s.since()
 	e := sh.InsertLocked(hash)
 	sh.Running++
-	t := s.grantLocked(sd, e, c, nil, set.maxHold, now, at)
+	t := s.grantLocked(sd, e, c, nil, set.maxHold, at)
 	sh.Unlock()
 	err = s.run(hold{c: c, sd: sd, e: e, t: t}, fn)
 	runtime.KeepAlive(l)
@@ -538,17 +558,17 @@ func (s *store) grantedLocked(e *keyEntry) time.Duration {
 }
 
 // grantLocked makes c, with its ticket t (its waiter's; nil for a hold
-// that did not wait), the holder of e at now (at on the timer clock): it
+// that did not wait), the holder of e at instant at on the timer clock: it
 // gives c its fence and grant time and arms its maxHold, taking a bare
 // ticket for it if it has none. It returns the hold's ticket.
-func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *ticket, maxHold time.Duration, now time.Time, at time.Duration) *ticket {
+func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *ticket, maxHold, at time.Duration) *ticket {
 	sh := sd.sh
 	e.Holder = c
 	sh.Counts.Grants++
 	c.lease.Fence = sh.Fences.Next()
-	c.lease.Granted = now
+	c.lease.Granted = s.instant(at)
 	if maxHold > 0 {
-		c.lease.Deadline = now.Add(maxHold)
+		c.lease.Deadline = c.lease.Granted.Add(maxHold)
 		if t == nil {
 			t = takeTicketLocked(e)
 		}
@@ -565,7 +585,6 @@ func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *tick
 // can take it in between (strict FIFO, no barging).
 func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 	var w *waiter
-	var now time.Time
 	var at time.Duration
 	for {
 		el := e.Line.PopFront()
@@ -584,7 +603,7 @@ func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 		// and a flag, and a hot key's hold 2-3 % more at GOMAXPROCS 1 and
 		// 0-3 % at 2 than this longer critical section (go run ./bench
 		// -run hotkey, five alternated runs).
-		now, at = s.now()
+		at = s.since()
 		if w.sess == nil {
 			sd.sh.Running++
 			break
@@ -599,7 +618,7 @@ func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 		w.state = why
 		w.ready <- why
 	}
-	s.grantLocked(sd, e, w.c, &w.ticket, w.maxHold, now, at)
+	s.grantLocked(sd, e, w.c, &w.ticket, w.maxHold, at)
 	w.state = holding
 	e.Ticket = &w.ticket
 	return w.ready
