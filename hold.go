@@ -275,9 +275,9 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 // hold in the key's line and reports joined, and then the caller waits for
 // h's wake-up (await). It fills h in either case; on an error, it leaves h
 // as it was. The caller makes c, and h lives in the caller's frame, to
-// keep enter's frame small: a goroutine's first hold is made on its first
-// stack (2 KiB), and growing it between the call and the line costs the
-// hold its place (README, "Order").
+// keep the frames down to the line small: a goroutine's first hold runs on
+// its first stack (2 KiB), and growing that stack between the call and the
+// line can cost the hold its place in a burst of holds (README, "Order").
 //
 // The clock is read once: before the shard's lock for a hold without a
 // maxHold (a wait counts from the call, and a free key's Granted may
