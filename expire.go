@@ -79,16 +79,8 @@ func (s *store) signalDrained() {
 	s.drainMu.Unlock()
 }
 
-// now returns the time, and the same instant on s's timer clock (time
-// since s's origin). One reading of the monotonic clock serves both: the
-// wall time is the origin's advanced by it.
-func (s *store) now() (time.Time, time.Duration) {
-	at := time.Since(s.origin)
-	return s.origin.Add(at), at
-}
-
-// since returns the instant on s's timer clock, for a caller that needs
-// no time.Time: building one adds a few ns to the clock's reading.
+// since returns the instant on s's timer clock (time since s's origin),
+// from one reading of the monotonic clock; instant gives its time.Time.
 func (s *store) since() time.Duration { return time.Since(s.origin) }
 
 // instant returns the time of instant at on s's timer clock.

@@ -276,20 +276,25 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 // h's wake-up (await). It fills h in either case; on an error, it leaves h
 // as it was. The caller makes c, and h lives in the caller's frame, to
 // keep the frames down to the line small: a goroutine's first hold runs on
-// its first stack (2 KiB), and growing that stack between the call and the
-// line can cost the hold its place in a burst of holds (README, "Order").
+// its first stack (2 KiB, or the runtime's average if larger), and growing
+// that stack between the call and the line can cost the hold its place in
+// a burst of holds (README, "What the ratios do not show").
 //
-// The clock is read once: before the shard's lock for a hold without a
-// maxHold (a wait counts from the call, and a free key's Granted may
-// precede the grant by the lock's wait), and under it when a maxHold is
-// to count from the grant itself, never from before it.
+// The clock is read once. A plain hold reads it before the shard's lock:
+// its wait counts from the call, and a free key's Granted may precede the
+// grant by the lock's wait. A hold with a maxHold, or a session's, whose
+// free key's maxHold or ttl counts from the grant itself, never from
+// before it, reads it under the lock; if it waits instead, its wait
+// counts from there, a little after the call. A waiter's maxHold counts
+// from its handoff (passLocked).
 func (l *Lock) enter(h *hold, c *holdContext, set settings, sess *Session) (joined bool, err error) {
 	s, name, text := l.store, l.state.name, c.lease.Key
 	hash := shard.Hash(l.state.hash, text)
 	sd := &s.local[s.table.Index(hash)]
 	sh := sd.sh
 	var at time.Duration
-	if set.maxHold == 0 {
+	fromGrant := set.maxHold > 0 || sess != nil
+	if !fromGrant {
 		at = s.since()
 	}
 
@@ -298,14 +303,14 @@ func (l *Lock) enter(h *hold, c *holdContext, set settings, sess *Session) (join
 		sh.Unlock()
 		return false, newError(Closed, name, text, "the store is closed")
 	}
+	if fromGrant {
+		at = s.since()
+	}
 	e := sh.LookupLocked(hash, func(c *holdContext) bool { return c.lease.Key == text && c.lease.Lock == name })
 	if e == nil {
-		if set.maxHold > 0 {
-			at = s.since()
-		}
 		e = sh.InsertLocked(hash)
 		if sess != nil {
-			return s.grantSessionLocked(h, sd, e, c, sess, set, at)
+			return false, s.grantSessionLocked(h, sd, e, c, sess, set, at)
 		}
 		sh.Running++
 		t := s.grantLocked(sd, e, c, nil, set.maxHold, at)
@@ -322,9 +327,6 @@ func (l *Lock) enter(h *hold, c *holdContext, set settings, sess *Session) (join
 		sh.Unlock()
 		return false, newError(Limit, name, text, "the line of waiters is full")
 	}
-	if set.maxHold > 0 {
-		at = s.since()
-	}
 	w := s.joinLocked(sd, e, c, set, at)
 	if sess != nil && !sess.joinLocked(w, set.ttl, at) {
 		return false, s.unjoinLocked(sd, e, w)
@@ -335,8 +337,8 @@ func (l *Lock) enter(h *hold, c *holdContext, set settings, sess *Session) (join
 }
 
 // grantSessionLocked is enter's grant of free key e to c, a hold of sess,
-// at instant at on the timer clock: it unlocks the shard.
-func (s *store) grantSessionLocked(h *hold, sd *shardLocal, e *keyEntry, c *holdContext, sess *Session, set settings, at time.Duration) (bool, error) {
+// at instant at on the timer clock, filling h: it unlocks the shard.
+func (s *store) grantSessionLocked(h *hold, sd *shardLocal, e *keyEntry, c *holdContext, sess *Session, set settings, at time.Duration) error {
 	sh := sd.sh
 	w := sd.takeWaiterLocked(c, e)
 	w.state = holding
@@ -344,13 +346,13 @@ func (s *store) grantSessionLocked(h *hold, sd *shardLocal, e *keyEntry, c *hold
 		sh.DeleteLocked(e)
 		sd.putLocked(hold{w: w})
 		sh.Unlock()
-		return false, newError(Closed, c.lease.Lock, c.lease.Key, "the session is closed")
+		return newError(Closed, c.lease.Lock, c.lease.Key, "the session is closed")
 	}
 	t := s.grantLocked(sd, e, c, &w.ticket, set.maxHold, at)
 	e.Ticket = t
 	sh.Unlock()
 	h.c, h.sd, h.e, h.t, h.w = c, sd, e, t, w
-	return false, nil
+	return nil
 }
 
 // unjoinLocked takes w, a session's waiter whose session closed as it
@@ -548,13 +550,7 @@ func (s *store) settled(h hold, got state) error {
 // heldForLocked returns how long e's holder has held it at instant now on
 // the timer clock.
 func (s *store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
-	return max(now-s.grantedLocked(e), 0)
-}
-
-// grantedLocked returns when e's holder was granted it, on the timer
-// clock.
-func (s *store) grantedLocked(e *keyEntry) time.Duration {
-	return e.Holder.lease.Granted.Sub(s.origin)
+	return max(now-e.Holder.lease.Granted.Sub(s.origin), 0)
 }
 
 // grantLocked makes c, with its ticket t (its waiter's; nil for a hold
@@ -646,7 +642,7 @@ func (s *store) letGo(h hold, held bool) loss {
 	var wake chan<- state
 	lost := notLost
 	if held && s.times {
-		_, now := s.now()
+		now := s.since()
 		h.sd.held.record(max(now-h.c.lease.Granted.Sub(s.origin), 0))
 	}
 	sh.Lock()

@@ -82,14 +82,14 @@ func ignore(context.Context, *Lease) error { return nil }
 // took.
 func (l *Lock) acquireAll(ctx context.Context, texts []string, set settings) ([]hold, error) {
 	s := l.store
-	_, start := s.now()
+	start := s.since()
 	holds := make([]hold, 0, len(texts))
 	parent := ctx
 	for _, text := range texts {
 		each := set
 		each.inside = set.inside || len(holds) > 0 // the keys held so far wait with it
 		if set.wait != Forever {
-			_, now := s.now()
+			now := s.since()
 			each.wait = max(set.wait-(now-start), 0)
 		}
 		h, err := l.acquire(parent, text, each, nil)

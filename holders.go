@@ -58,7 +58,7 @@ func (s *Store) Holders(lock string, keys ...any) ([]Holder, error) {
 			hash := shard.Hash(lockHash, text)
 			sd := &s.local[s.table.Index(hash)]
 			sd.sh.Lock()
-			_, now := s.now()
+			now := s.since()
 			if e := sd.sh.LookupLocked(hash, func(c *holdContext) bool { return c.lease.Key == text && c.lease.Lock == lock }); e != nil {
 				out = append(out, s.holderLocked(e, now))
 			}
@@ -68,7 +68,7 @@ func (s *Store) Holders(lock string, keys ...any) ([]Holder, error) {
 		for i := range s.local {
 			sh := s.local[i].sh
 			sh.Lock()
-			_, now := s.now()
+			now := s.since()
 			sh.AllLocked(func(e *keyEntry) bool {
 				if c := e.Holder; c != nil && (lock == "" || c.lease.Lock == lock) {
 					out = append(out, s.holderLocked(e, now))

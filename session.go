@@ -52,7 +52,7 @@ func (s *Store) NewSession() *Session {
 		sess.closed = true
 		return sess
 	}
-	_, sess.renewed = s.now()
+	sess.renewed = s.since()
 	sess.self = weak.Make(sess)
 	s.sessionsMu.Lock()
 	if s.closed.Load() {
@@ -84,7 +84,7 @@ func (sess *Session) Renew() error {
 		return newError(Closed, "", "", "the session is closed")
 	}
 	s := sess.store
-	_, now := s.now()
+	now := s.since()
 	for _, g := range sess.groups {
 		// Those that lapsed by now keep their lapse, and fire at once. They
 		// are nearly a prefix of the group, but a start read just before a
