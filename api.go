@@ -31,11 +31,11 @@ type Lease struct {
 	// It is 64-bit: a JSON client should carry it as a string.
 	Fence uint64
 	// Granted is when the key was given to this holder (wall clock, with
-	// the monotonic reading). A hold that took a free key without a
-	// maxHold reads the clock just before taking the shard's lock, so its
-	// Granted may precede the grant by that lock's wait; for one with a
-	// maxHold, and for a waiter handed the key, it is read at the grant
-	// itself, under the shard's lock.
+	// the monotonic reading). A Hold or HoldAll that took a free key
+	// without a maxHold reads the clock just before taking the shard's
+	// lock, so its Granted may precede the grant by that lock's wait; for
+	// one with a maxHold, a TryHold, a session's grant, and a waiter handed
+	// the key, it is read at the grant itself, under the shard's lock.
 	Granted time.Time
 	// Deadline is Granted plus the hold's maxHold, when the lease will be
 	// revoked; the zero Time when maxHold is off.

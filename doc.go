@@ -73,6 +73,7 @@
 // from its shard's hash table (a bucket's chain of about one entry), the
 // shard's mutex taken twice, one clock reading and one allocation. A wait
 // adds a reused waiter record, O(1) appends and unlinks under the same
-// mutex, and a channel wake-up. Memory for a key exists only while it has a
+// mutex, a second clock reading (the grant's, under that mutex) and a
+// channel wake-up. Memory for a key exists only while it has a
 // holder or a waiter; a store keeps nothing per lock name.
 package locks
