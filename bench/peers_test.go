@@ -225,7 +225,8 @@ func TestContractFloorLayout(t *testing.T) {
 // contractFloors are the floors of the contract whose lines the tests
 // below look into: the record of key's grant (read by its holder), and how
 // many wait for key, read under the key's shard's mutex (-1: no entry; -2:
-// the wait floor's list of deadlines does not hold the line's waiters).
+// the wait floor's line or list of deadlines is broken, walked either way,
+// or the list does not hold exactly the line's waiters).
 var contractFloors = []struct {
 	name    string
 	new     func() Locker
@@ -264,18 +265,25 @@ var contractFloors = []struct {
 			sh := &f.shards[h%contractShards]
 			sh.mu.Lock()
 			defer sh.mu.Unlock()
+			count := func(from *waitFloorWaiter, next func(*waitFloorWaiter) *waitFloorWaiter) (n int) {
+				for w := from; w != nil; w = next(w) {
+					n++
+				}
+				return n
+			}
+			deadlines := count(sh.dhead, func(w *waitFloorWaiter) *waitFloorWaiter { return w.dnext })
+			if deadlines != count(sh.dtail, func(w *waitFloorWaiter) *waitFloorWaiter { return w.dprev }) {
+				return -2 // the list of deadlines is broken
+			}
 			e := sh.lookup(h, key)
 			if e == nil {
+				if deadlines != 0 {
+					return -2
+				}
 				return -1
 			}
-			n, deadlines := 0, 0
-			for w := e.head; w != nil; w = w.next {
-				n++
-			}
-			for w := sh.dhead; w != nil; w = w.dnext {
-				deadlines++
-			}
-			if deadlines != n { // one key of the shard is waited for
+			n := count(e.head, func(w *waitFloorWaiter) *waitFloorWaiter { return w.next })
+			if n != count(e.tail, func(w *waitFloorWaiter) *waitFloorWaiter { return w.prev }) || deadlines != n { // one key of the shard is waited for
 				return -2
 			}
 			return n
@@ -350,7 +358,7 @@ func TestContractFloorLineAndFences(t *testing.T) {
 				}
 			}
 			if w := floor.waiters(l, key); w != -1 {
-				t.Errorf("the key's entry is left with %d waiters after its last hold", w)
+				t.Errorf("the key's entry is left with %d waiters after its last hold (-2: a list left broken)", w)
 			}
 		})
 	}
