@@ -110,7 +110,9 @@ func gap(t Target, value float64, met bool) string {
 	if t.Max == 0 {
 		return fmt.Sprintf("MISSED by %.4g %s", value, t.Metric)
 	}
-	return fmt.Sprintf("MISSED: %.4g > %g %s, by %.4g (%.2f×)", value, t.Max, t.Metric, value-t.Max, value/t.Max)
+	// Six digits: a figure just over its bound (48.0005 B against 48) must
+	// not print as the bound itself.
+	return fmt.Sprintf("MISSED: %.6g > %g %s, by %.4g (%.2f×)", value, t.Max, t.Metric, value-t.Max, value/t.Max)
 }
 
 // failed reports whether a sample records a broken run: lost updates, a

@@ -47,7 +47,7 @@ func TestBestSkipsMarkedFloorsFailedAndLocks(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	rows := map[string]Sample{
-		"locks":       {"ns/op": 60, "allocs/op": 1.003, "B/held": 120},
+		"locks":       {"ns/op": 60, "allocs/op": 1.003, "B/held": 120, "B/pending": 48.0005},
 		"moby-locker": {"ns/op": 100},
 	}
 	for _, tc := range []struct {
@@ -62,6 +62,7 @@ func TestCheck(t *testing.T) {
 		{Target{"s", "allocs/op", "", 1, ""}, true, true, 1, "met"},
 		{Target{"s", "allocs/op", "", 0, ""}, true, false, 1, "MISSED by 1 allocs/op"},
 		{Target{"s", "B/held", "", 96, ""}, true, false, 120, "by 24"},
+		{Target{"s", "B/pending", "", 48, ""}, true, false, 48.0005, "MISSED: 48.0005 > 48 B/pending"},
 		{Target{"s", "ns/op", "chanmap", 1, ""}, false, false, 0, "no valid figure for chanmap"},
 		{Target{"s", "worst/mean", "", 2, ""}, false, false, 0, "not measured"},
 	} {
