@@ -74,6 +74,6 @@
 // shard's mutex taken twice, one clock reading and one allocation. A wait
 // adds a reused waiter record, O(1) appends and unlinks under the same
 // mutex, a second clock reading (the grant's, under that mutex) and a
-// channel wake-up. Memory for a key exists only while it has a
-// holder or a waiter; a store keeps nothing per lock name.
+// channel wake-up. Memory for a key exists only while it has a holder or
+// a waiter; a store keeps nothing per lock name.
 package locks
