@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -52,9 +53,14 @@ type contractRecord struct {
 	granted   time.Time
 	deadline  time.Time
 	parent    context.Context
-	done      chan struct{} // never used: stands for a context's own, so the record has a lease's and a context's size
-	entry     *contractEntry
-	timer     *time.Timer
+	// ended is nil while the hold runs; floor-contract+wait+checks sets it
+	// to the record itself when the hold ends, with a CompareAndSwap (its
+	// context's Err may be asked on any goroutine). The other floors leave
+	// it: it stands for a context's own state, so that the record has a
+	// lease's and a context's size.
+	ended atomic.Pointer[contractRecord]
+	entry *contractEntry
+	timer *time.Timer
 }
 
 // contractEntry is a key held or waited for.

@@ -84,12 +84,17 @@ type waitFloor struct {
 }
 
 func newWaitFloor() Locker {
-	f := &waitFloor{name: "invoices", origin: time.Now()}
+	f := new(waitFloor)
+	f.init()
+	return f
+}
+
+func (f *waitFloor) init() {
+	f.name, f.origin = "invoices", time.Now()
 	f.nameHash = xxhash.Sum64String(f.name) * 0x9E3779B97F4A7C15
 	for i := range f.shards {
 		f.shards[i].m = make(map[uint64]*waitFloorEntry)
 	}
-	return f
 }
 
 func (f *waitFloor) Hold(key string, fn func()) { f.hold(key, 0, fn) }

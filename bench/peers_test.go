@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"hash/fnv"
 	"runtime"
 	"slices"
@@ -12,6 +14,8 @@ import (
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/holdline/locks"
 )
 
 // holdInGoroutine holds key in l from a new goroutine and returns once it
@@ -106,7 +110,7 @@ func TestNotesNameThePeers(t *testing.T) {
 		notes[sc.Name] = strings.Join(sc.Notes, "\n")
 	}
 	for _, want := range []struct{ scenario, text string }{
-		{"hotkey", "FIFO peers: locks, chanmap, semaphore, semaphore-timeout, floor-contract, floor-contract+wait;"},
+		{"hotkey", "FIFO peers: locks, chanmap, semaphore, semaphore-timeout, floor-contract, floor-contract+wait, floor-contract+wait+checks;"},
 		{"hotkey-deadline", "mutexmap, moby-locker, semaphore, keymutex, floor-mutex, floor-cas, floor-contract, floor-contract+AfterFunc cannot bound a wait"},
 		{"memory", "keymutex, floor-mutex, floor-cas cannot hold N keys at once"},
 	} {
@@ -252,43 +256,55 @@ var contractFloors = []struct {
 			return -1
 		},
 	},
-	{
-		waitFloorName, newWaitFloor,
-		func(l Locker, key string) *contractRecord {
-			f := l.(*waitFloor)
-			h := xxhash.Sum64String(key) ^ f.nameHash
-			return f.shards[h%contractShards].lookup(h, key).rec
-		},
-		func(l Locker, key string) int {
-			f := l.(*waitFloor)
-			h := xxhash.Sum64String(key) ^ f.nameHash
-			sh := &f.shards[h%contractShards]
-			sh.mu.Lock()
-			defer sh.mu.Unlock()
-			count := func(from *waitFloorWaiter, next func(*waitFloorWaiter) *waitFloorWaiter) (n int) {
-				for w := from; w != nil; w = next(w) {
-					n++
-				}
-				return n
-			}
-			deadlines := count(sh.dhead, func(w *waitFloorWaiter) *waitFloorWaiter { return w.dnext })
-			if deadlines != count(sh.dtail, func(w *waitFloorWaiter) *waitFloorWaiter { return w.dprev }) {
-				return -2 // the list of deadlines is broken
-			}
-			e := sh.lookup(h, key)
-			if e == nil {
-				if deadlines != 0 {
-					return -2
-				}
-				return -1
-			}
-			n := count(e.head, func(w *waitFloorWaiter) *waitFloorWaiter { return w.next })
-			if n != count(e.tail, func(w *waitFloorWaiter) *waitFloorWaiter { return w.prev }) || deadlines != n { // one key of the shard is waited for
-				return -2
-			}
-			return n
-		},
-	},
+	{waitFloorName, newWaitFloor, waitFloorRec, waitFloorWaiters},
+	{checkedFloorName, newCheckedFloor, waitFloorRec, waitFloorWaiters},
+}
+
+// waitFloorOf returns the wait floor of l, floor-contract+wait or the
+// checked floor built on it.
+func waitFloorOf(l Locker) *waitFloor {
+	if c, ok := l.(*checkedFloor); ok {
+		return &c.waitFloor
+	}
+	return l.(*waitFloor)
+}
+
+// waitFloorRec is contractFloors' rec for the wait floors.
+func waitFloorRec(l Locker, key string) *contractRecord {
+	f := waitFloorOf(l)
+	h := xxhash.Sum64String(key) ^ f.nameHash
+	return f.shards[h%contractShards].lookup(h, key).rec
+}
+
+// waitFloorWaiters is contractFloors' waiters for the wait floors.
+func waitFloorWaiters(l Locker, key string) int {
+	f := waitFloorOf(l)
+	h := xxhash.Sum64String(key) ^ f.nameHash
+	sh := &f.shards[h%contractShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	count := func(from *waitFloorWaiter, next func(*waitFloorWaiter) *waitFloorWaiter) (n int) {
+		for w := from; w != nil; w = next(w) {
+			n++
+		}
+		return n
+	}
+	deadlines := count(sh.dhead, func(w *waitFloorWaiter) *waitFloorWaiter { return w.dnext })
+	if deadlines != count(sh.dtail, func(w *waitFloorWaiter) *waitFloorWaiter { return w.dprev }) {
+		return -2 // the list of deadlines is broken
+	}
+	e := sh.lookup(h, key)
+	if e == nil {
+		if deadlines != 0 {
+			return -2
+		}
+		return -1
+	}
+	n := count(e.head, func(w *waitFloorWaiter) *waitFloorWaiter { return w.next })
+	if n != count(e.tail, func(w *waitFloorWaiter) *waitFloorWaiter { return w.prev }) || deadlines != n { // one key of the shard is waited for
+		return -2
+	}
+	return n
 }
 
 // TestContractFloorAllocatesTheRecord checks that a hold of a free key
@@ -453,5 +469,90 @@ func TestHotKeyLoadsCountEveryGrant(t *testing.T) {
 		if peers[i].Name == "chanmap" && s["allocs/op"] > 1 { // 2 per hold of a free key; none while a line stands
 			t.Errorf("chanmap made %.2f allocations per hold: its key was mostly free, no line formed", s["allocs/op"])
 		}
+	}
+}
+
+// TestCheckedFloorDoesWhatHoldMust checks that the checked floor does the
+// work it stands for: it refuses what Hold refuses, at once and leaving no
+// entry; it finds a hold of the same key enclosing its caller's context,
+// and not once that hold is over; its function's context ends with
+// the hold; a panicking function lets the key go; and a waiter whose
+// context ends leaves the line.
+func TestCheckedFloorDoesWhatHoldMust(t *testing.T) {
+	f := newCheckedFloor().(*checkedFloor)
+	const key = "invoice-000042"
+	ran := false
+	run := func(context.Context, *contractRecord) error { ran = true; return nil }
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		key  any
+		fn   checkedFunc
+		want error
+	}{
+		{"a key not a string", context.Background(), 42, run, errCheckedKey},
+		{"an empty key", context.Background(), "", run, errCheckedKey},
+		{"a key too long", context.Background(), strings.Repeat("k", locks.MaxKeyLen+1), run, errCheckedKey},
+		{"a nil function", context.Background(), key, nil, errCheckedFn},
+		{"a nil context", nil, key, run, errCheckedCtx},
+		{"an ended context", ended, key, run, context.Canceled},
+	} {
+		if err := f.hold(c.ctx, c.key, c.fn); !errors.Is(err, c.want) || ran {
+			t.Errorf("%s: err %v, ran %v; want %v, not run", c.name, err, ran, c.want)
+		}
+		if n := waitFloorWaiters(f, key); n != -1 {
+			t.Errorf("%s: left the key's entry (%d)", c.name, n)
+		}
+	}
+
+	var inner, other error
+	var leaked context.Context
+	err := f.hold(context.Background(), key, func(ctx context.Context, rec *contractRecord) error {
+		if ctx.Err() != nil || rec.fence == 0 {
+			t.Errorf("inside the hold: context's Err %v, fence %d", ctx.Err(), rec.fence)
+		}
+		inner = f.hold(ctx, key, run)
+		other = f.hold(ctx, "invoice-000043", run)
+		leaked = ctx
+		return nil
+	})
+	if err != nil || !errors.Is(inner, errCheckedNested) || other != nil {
+		t.Errorf("a hold of the key inside its hold: %v, of another key: %v (the outer: %v); want %v, nil", inner, other, err, errCheckedNested)
+	}
+	if !errors.Is(leaked.Err(), context.Canceled) {
+		t.Errorf("after the hold, its function's context answers Err %v, want %v", leaked.Err(), context.Canceled)
+	}
+	ran = false
+	if err := f.hold(context.WithoutCancel(leaked), key, run); err != nil || !ran {
+		t.Errorf("a hold with the values of a hold that is over: %v (ran %v), want nil", err, ran)
+	}
+
+	func() {
+		defer func() { _ = recover() }()
+		f.hold(context.Background(), key, func(context.Context, *contractRecord) error { panic("boom") })
+	}()
+	if n := waitFloorWaiters(f, key); n != -1 {
+		t.Errorf("the key is still held after its function panicked (%d)", n)
+	}
+
+	letGo := holdInGoroutine(f, key)
+	ctx, cancelWait := context.WithCancel(context.Background())
+	left := make(chan error)
+	go func() { left <- f.hold(ctx, key, run) }()
+	for waitFloorWaiters(f, key) != 1 {
+		runtime.Gosched()
+	}
+	cancelWait()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Errorf("a waiter whose context ended: %v, want %v", err, context.Canceled)
+	}
+	if n := waitFloorWaiters(f, key); n != 0 {
+		t.Errorf("%d waiters after the only one left the line, want 0", n)
+	}
+	letGo()
+	if n := waitFloorWaiters(f, key); n != -1 {
+		t.Errorf("the key's entry is left after its last hold (%d)", n)
 	}
 }

@@ -341,6 +341,7 @@ var markdownPeers = []struct{ name, heading string }{
 	{"semaphore-timeout", "semaphore + WithTimeout"},
 	{contractAfterFuncName, "floor-contract + AfterFunc"},
 	{waitFloorName, "floor-contract + wait"},
+	{checkedFloorName, "floor-contract + wait + checks"},
 }
 
 // markdownNames are the throughput scenarios as the README's table names

@@ -193,8 +193,8 @@ var nsCols = []Column{
 func Scenarios() []Scenario {
 	// floor-contract+wait differs from floor-contract only in how a hold
 	// waits: it is shown where holds wait, in hotkey.
-	all := filter(Peers(), func(p Peer) bool { return p.Name != waitFloorName })
-	waitFloor := filter(Peers(), func(p Peer) bool { return p.Name == waitFloorName })
+	all := filter(Peers(), func(p Peer) bool { return p.Name != waitFloorName && p.Name != checkedFloorName })
+	waitFloor := filter(Peers(), func(p Peer) bool { return p.Name == waitFloorName || p.Name == checkedFloorName })
 	// floor-contract+AfterFunc differs from floor-contract only in HoldMax.
 	holds := filter(all, func(p Peer) bool { return p.Name != contractAfterFuncName })
 	waits := filter(all, func(p Peer) bool { return p.Waits })
@@ -213,6 +213,10 @@ func Scenarios() []Scenario {
 				"floor-contract+wait is floor-contract with its waiters standing as the contract's bounded wait needs: a clock reading at the call,",
 				"a line and a list of deadlines each waiter can leave in O(1), a wake-up of its own (peers_contract_wait.go): locks over it is",
 				"what locks adds to the floor of a hold that waits.",
+				"floor-contract+wait+checks is floor-contract+wait with what Hold's signature asks of every call: its arguments and the",
+				"holds enclosing its context checked, the function's context (Err, Value), a wait that watches the caller's context, a",
+				"deferred release, the context ended at the release (peers_contract_checked.go): locks over it is what locks adds to the",
+				"floor of a call of Hold that waits.",
 				"locks+Forever waits with Wait(Forever), arming no deadline: locks over it is what the default bound costs a hot key",
 				"(the runtime timer locks' wheel keeps pending is the process's: every peer of this run shares its cost alike).",
 			}},
