@@ -122,7 +122,7 @@ type Env struct {
 	draws  [][]uint32   // per worker, replayed by the zipf scenario
 	spare  []string     // keys no pending hold uses (deadlines scenario)
 	base   *heldFigures // the memory scenario's baseline
-	warmed bool         // warmGoroutines(Scale) ran
+	warmed bool         // warmGoroutines(Scale + warmSpare) ran
 }
 
 // NewEnv returns an environment of nkeys invoice ids, experiments of the
