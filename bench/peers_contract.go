@@ -53,12 +53,11 @@ type contractRecord struct {
 	granted   time.Time
 	deadline  time.Time
 	parent    context.Context
-	// ended is nil while the hold runs; floor-contract+wait+checks sets it
-	// to the record itself when the hold ends, with a CompareAndSwap (its
-	// context's Err may be asked on any goroutine). The other floors leave
-	// it: it stands for a context's own state, so that the record has a
-	// lease's and a context's size.
-	ended atomic.Pointer[contractRecord]
+	// state is the function's context's settled state in
+	// floor-contract+wait+checks: nil while the hold runs and nothing
+	// settled it. The other floors leave it: it stands for a context's own
+	// state, so that the record has a lease's and a context's size.
+	state atomic.Pointer[checkedState]
 	entry *contractEntry
 	timer *time.Timer
 }

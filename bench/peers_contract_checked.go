@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -11,32 +13,40 @@ import (
 )
 
 // The floor of a call of Hold that waits: floor-contract+wait, and what
-// Hold's signature asks of every call besides, and nothing more:
+// Hold's contract asks of every call besides, and nothing more:
 //   - its arguments checked: the key a string of 1 to MaxKeyLen bytes, a
 //     function and a context that are not nil, a context not ended;
 //   - the holds enclosing the caller's context looked up (one Value call
 //     for a context outside any hold), since a hold inside a hold of the
 //     same key fails at once;
+//   - under the shard's lock, the store's closed flag read, the line's
+//     length held to MaxWaiters, and the shard's count of running holds
+//     kept (a Shutdown waits for them to drain);
 //   - the function called with a context and a lease, the record standing
 //     for both, as a context that answers the hold's own Err and Value;
-//   - a wait that watches the caller's context, and leaves the line when
-//     it ends;
+//   - a wait that watches the caller's context, leaves the line when it
+//     ends, and lets a grant that raced that end go on;
 //   - the key let go by a deferred call, so that a panicking function lets
-//     it go too;
-//   - the function's context ended when the hold is over, with one
-//     CompareAndSwap, since other goroutines may ask its Err.
+//     it go too, after checking that the lease is still the holder's;
+//   - the function's context ended when the hold is over: when nothing
+//     settled it before, a read of it and of the parent's Err and one
+//     CompareAndSwap (its Err may be asked on any goroutine).
 //
 // locks over it is what locks adds to the floor of the call the contract
 // defines, where floor-contract+wait leaves Hold's checks and context out.
-// It is not committed to anything else: no revocation, no Done channel of
-// its own, no limits or stats.
+// It is committed to nothing else: it revokes nothing (so its lease is
+// never lost), keeps no stats, and its context's Done is the caller's
+// (locks makes a channel of its own only when the function asks for it, a
+// cost the hot key never pays).
 
-// Errors of the checked floor: what Hold fails Invalid with.
+// Errors of the checked floor.
 var (
-	errCheckedKey    = errors.New("floor: the key is not a string of 1 to MaxKeyLen bytes")
-	errCheckedFn     = errors.New("floor: the function to run is nil")
-	errCheckedCtx    = errors.New("floor: the context is nil")
-	errCheckedNested = errors.New("floor: held inside a hold of the same key")
+	errCheckedKey    = errors.New("the key is not a string of 1 to MaxKeyLen bytes")
+	errCheckedFn     = errors.New("the function to run is nil")
+	errCheckedCtx    = errors.New("the context is nil")
+	errCheckedNested = errors.New("held inside a hold of the same key")
+	errCheckedClosed = errors.New("the store is closed")
+	errCheckedLimit  = errors.New("the line of waiters is full")
 )
 
 // checkedHoldKey is the key under which a record, as a context, answers
@@ -47,11 +57,22 @@ type checkedHoldKey struct{}
 // HoldFunc: with its context and its lease, both the record.
 type checkedFunc func(ctx context.Context, rec *contractRecord) error
 
+// checkedState is a settled state of a checked hold's context, installed
+// whole with CompareAndSwap and never changed, so that Err never changes
+// once it is not nil.
+type checkedState struct {
+	err  error // what Err answers
+	over bool  // the hold is over
+}
+
+// checkedOver is the state of a hold that ended with nothing settled before.
+var checkedOver = &checkedState{err: context.Canceled, over: true}
+
 // checkedFloor is the floor-contract+wait+checks peer: the wait floor's
-// shards, entries and waiters, with its own Hold. Its HoldMax is the wait
-// floor's (it runs in hotkey only).
+// shards, entries and waiters, with its own holds.
 type checkedFloor struct {
 	waitFloor
+	closed atomic.Bool
 }
 
 func newCheckedFloor() Locker {
@@ -60,33 +81,42 @@ func newCheckedFloor() Locker {
 	return f
 }
 
-func (f *checkedFloor) Hold(key string, fn func()) {
-	mustHold(f.hold(context.Background(), key, func(context.Context, *contractRecord) error { fn(); return nil }))
+func (f *checkedFloor) Hold(key string, fn func()) { f.holdMax(key, 0, fn) }
+
+func (f *checkedFloor) HoldMax(key string, maxHold time.Duration, fn func()) {
+	f.holdMax(key, maxHold, fn)
 }
+
+func (f *checkedFloor) holdMax(key string, maxHold time.Duration, fn func()) {
+	mustHold(f.hold(context.Background(), key, maxHold, func(context.Context, *contractRecord) error { fn(); return nil }))
+}
+
+// Close fails the holds that come after it.
+func (f *checkedFloor) Close() { f.closed.Store(true) }
 
 // hold is the checked floor's Hold: the wait floor's, with the checks and
 // the context above. Its steps around the park repeat the wait floor's
 // hold rather than share functions with it: a waiter parks in its hold's
 // own frame, as in locks, and a function for the steps would add a call
 // to the wait floor's hold, which is a floor.
-func (f *checkedFloor) hold(ctx context.Context, key any, fn checkedFunc) error {
+func (f *checkedFloor) hold(ctx context.Context, key any, maxHold time.Duration, fn checkedFunc) error {
 	text, ok := key.(string)
 	if !ok || len(text) == 0 || len(text) > locks.MaxKeyLen {
-		return errCheckedKey
+		return f.fail("", errCheckedKey)
 	}
 	if fn == nil {
-		return errCheckedFn
+		return f.fail(text, errCheckedFn)
 	}
 	if ctx == nil {
-		return errCheckedCtx
+		return f.fail(text, errCheckedCtx)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return f.fail(text, err)
 	}
 	for v := ctx.Value(checkedHoldKey{}); v != nil; {
 		r := v.(*contractRecord)
-		if r.key == text && r.ended.Load() == nil {
-			return errCheckedNested
+		if r.key == text && r.running() {
+			return f.fail(text, errCheckedNested)
 		}
 		v = r.parent.Value(checkedHoldKey{})
 	}
@@ -96,16 +126,26 @@ func (f *checkedFloor) hold(ctx context.Context, key any, fn checkedFunc) error 
 	start := time.Since(f.origin)
 
 	sh.mu.Lock()
+	if f.closed.Load() {
+		sh.mu.Unlock()
+		return f.fail(text, errCheckedClosed)
+	}
 	e := sh.lookup(h, text)
 	var w *waitFloorWaiter
 	if e == nil {
 		e = sh.insert(h, text)
 		sh.fence++
 		rec.fence = sh.fence
+		sh.running++
 		sh.mu.Unlock()
 		rec.granted = f.origin.Add(start)
 	} else {
+		if e.waiters >= locks.MaxWaiters {
+			sh.mu.Unlock()
+			return f.fail(text, errCheckedLimit)
+		}
 		w = sh.joinLocked(e, start+deadlineWait)
+		e.waiters++
 		sh.mu.Unlock()
 		// Parked in this frame, as locks' Hold.
 		if done := ctx.Done(); done == nil {
@@ -113,35 +153,59 @@ func (f *checkedFloor) hold(ctx context.Context, key any, fn checkedFunc) error 
 		} else {
 			select {
 			case rec.fence = <-w.ready:
+				if err := ctx.Err(); err != nil { // ended too, perhaps first: its end wins, as in locks
+					e.rec = rec
+					f.letGo(sh, e, w, rec)
+					return f.fail(text, err)
+				}
 			case <-done:
 				return f.leave(sh, e, w, rec)
 			}
 		}
 		rec.granted = f.origin.Add(time.Since(f.origin))
 	}
+	if maxHold > 0 {
+		rec.deadline = rec.granted.Add(maxHold)
+	}
 	e.rec = rec
 	defer f.letGo(sh, e, w, rec)
 	return fn(rec, rec)
 }
 
+// fail returns err as the error of a hold of key text, naming the lock and
+// the key.
+func (f *checkedFloor) fail(text string, err error) error {
+	return fmt.Errorf("lock %s: key %q: %w", f.name, text, err)
+}
+
 // letGo lets e go once its hold's function returned or panicked, handing
 // it to the next in line, and ends the function's context.
 func (f *checkedFloor) letGo(sh *waitFloorShard, e *waitFloorEntry, w *waitFloorWaiter, rec *contractRecord) {
-	e.rec = nil
 	sh.mu.Lock()
+	sh.running--
+	if e.rec != rec { // locks checks that the lease was not revoked; nothing revokes here
+		panic("floor: the key's record is another hold's")
+	}
+	e.rec = nil
 	if w != nil {
 		sh.keepWaiter(w)
 	}
-	if next := sh.passLocked(e); next != nil {
+	next := sh.passLocked(e)
+	if next != nil {
+		e.waiters--
+		sh.running++
 		sh.fence++
-		fence := sh.fence
-		sh.mu.Unlock()
-		next.ready <- fence
 	} else {
 		sh.remove(e)
-		sh.mu.Unlock()
 	}
-	rec.ended.CompareAndSwap(nil, rec)
+	fence := sh.fence
+	drained := sh.running == 0 && f.closed.Load() // a Shutdown's drain would be signalled here
+	sh.mu.Unlock()
+	if next != nil {
+		next.ready <- fence
+	}
+	rec.end()
+	_ = drained
 }
 
 // leave takes w, whose caller's context ended while it waited, out of e's
@@ -152,15 +216,17 @@ func (f *checkedFloor) leave(sh *waitFloorShard, e *waitFloorEntry, w *waitFloor
 	sh.mu.Lock()
 	if w.prev != nil || e.head == w { // still in line: passLocked takes the head
 		sh.unlinkLocked(e, w)
+		e.waiters--
 		sh.keepWaiter(w)
 		sh.mu.Unlock()
+		rec.end()
 	} else {
 		sh.mu.Unlock()
 		rec.fence = <-w.ready
+		e.rec = rec
 		f.letGo(sh, e, w, rec)
 	}
-	rec.ended.CompareAndSwap(nil, rec)
-	return rec.parent.Err()
+	return f.fail(rec.key, rec.parent.Err())
 }
 
 // unlinkLocked takes w out of e's line and of the shard's list of
@@ -195,15 +261,21 @@ func (s *waitFloorShard) unlinkLocked(e *waitFloorEntry, w *waitFloorWaiter) {
 
 func (r *contractRecord) Deadline() (time.Time, bool) { return r.parent.Deadline() }
 
-// Done is the caller's: the floor makes no channel of its own (locks makes
-// one only when the function asks for it).
+// Done is the caller's: the floor makes no channel of its own.
 func (r *contractRecord) Done() <-chan struct{} { return r.parent.Done() }
 
+// Err returns nil while the hold runs and its caller's context has not
+// ended, then the error that settled it, never changed after.
 func (r *contractRecord) Err() error {
-	if r.ended.Load() != nil {
-		return context.Canceled
+	if st := r.state.Load(); st != nil {
+		return st.err
 	}
-	return r.parent.Err()
+	err := r.parent.Err()
+	if err == nil {
+		return nil
+	}
+	r.state.CompareAndSwap(nil, &checkedState{err: err}) // settled by the caller's end; the hold runs on
+	return r.state.Load().err
 }
 
 func (r *contractRecord) Value(k any) any {
@@ -211,4 +283,33 @@ func (r *contractRecord) Value(k any) any {
 		return r
 	}
 	return r.parent.Value(k)
+}
+
+// running reports whether the hold is not over.
+func (r *contractRecord) running() bool {
+	st := r.state.Load()
+	return st == nil || !st.over
+}
+
+// end marks the hold as over, keeping the error that settled its context
+// before, if one did.
+func (r *contractRecord) end() {
+	if r.state.Load() == nil && r.parent.Err() == nil && r.state.CompareAndSwap(nil, checkedOver) {
+		return // most holds: nothing settled it before, as in locks' end
+	}
+	for {
+		st := r.state.Load()
+		if st != nil && st.over {
+			return
+		}
+		n := &checkedState{err: context.Canceled, over: true}
+		if st != nil {
+			n.err = st.err
+		} else if err := r.parent.Err(); err != nil {
+			n.err = err
+		}
+		if r.state.CompareAndSwap(st, n) {
+			return
+		}
+	}
 }

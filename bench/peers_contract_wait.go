@@ -50,6 +50,7 @@ type waitFloorEntry struct {
 	key        string
 	next       *waitFloorEntry
 	head, tail *waitFloorWaiter // the line
+	waiters    int              // in the line: kept by floor-contract+wait+checks alone, for the line's limit
 	rec        *contractRecord
 }
 
@@ -62,6 +63,7 @@ type waitFloorShardState struct {
 	spare        *waitFloorWaiter
 	nspare       int
 	dhead, dtail *waitFloorWaiter // waiters by deadline: one wait, so in the order they came
+	running      int              // holds running: kept by floor-contract+wait+checks alone, as a Shutdown needs
 	fence        uint64
 }
 

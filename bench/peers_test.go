@@ -475,9 +475,9 @@ func TestHotKeyLoadsCountEveryGrant(t *testing.T) {
 // TestCheckedFloorDoesWhatHoldMust checks that the checked floor does the
 // work it stands for: it refuses what Hold refuses, at once and leaving no
 // entry; it finds a hold of the same key enclosing its caller's context,
-// and not once that hold is over; its function's context ends with
-// the hold; a panicking function lets the key go; and a waiter whose
-// context ends leaves the line.
+// and not once that hold is over; its function's context ends with the
+// hold, and its Err never changes once it is not nil; a panicking function
+// lets the key go; the line's limit holds; a closed floor holds nothing.
 func TestCheckedFloorDoesWhatHoldMust(t *testing.T) {
 	f := newCheckedFloor().(*checkedFloor)
 	const key = "invoice-000042"
@@ -499,7 +499,7 @@ func TestCheckedFloorDoesWhatHoldMust(t *testing.T) {
 		{"a nil context", nil, key, run, errCheckedCtx},
 		{"an ended context", ended, key, run, context.Canceled},
 	} {
-		if err := f.hold(c.ctx, c.key, c.fn); !errors.Is(err, c.want) || ran {
+		if err := f.hold(c.ctx, c.key, 0, c.fn); !errors.Is(err, c.want) || ran {
 			t.Errorf("%s: err %v, ran %v; want %v, not run", c.name, err, ran, c.want)
 		}
 		if n := waitFloorWaiters(f, key); n != -1 {
@@ -509,12 +509,12 @@ func TestCheckedFloorDoesWhatHoldMust(t *testing.T) {
 
 	var inner, other error
 	var leaked context.Context
-	err := f.hold(context.Background(), key, func(ctx context.Context, rec *contractRecord) error {
+	err := f.hold(context.Background(), key, 0, func(ctx context.Context, rec *contractRecord) error {
 		if ctx.Err() != nil || rec.fence == 0 {
 			t.Errorf("inside the hold: context's Err %v, fence %d", ctx.Err(), rec.fence)
 		}
-		inner = f.hold(ctx, key, run)
-		other = f.hold(ctx, "invoice-000043", run)
+		inner = f.hold(ctx, key, 0, run)
+		other = f.hold(ctx, "invoice-000043", 0, run)
 		leaked = ctx
 		return nil
 	})
@@ -525,34 +525,136 @@ func TestCheckedFloorDoesWhatHoldMust(t *testing.T) {
 		t.Errorf("after the hold, its function's context answers Err %v, want %v", leaked.Err(), context.Canceled)
 	}
 	ran = false
-	if err := f.hold(context.WithoutCancel(leaked), key, run); err != nil || !ran {
+	if err := f.hold(context.WithoutCancel(leaked), key, 0, run); err != nil || !ran {
 		t.Errorf("a hold with the values of a hold that is over: %v (ran %v), want nil", err, ran)
+	}
+
+	parent, cancelParent := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancelParent()
+	var during error
+	f.hold(parent, key, 0, func(ctx context.Context, _ *contractRecord) error {
+		<-parent.Done()
+		during, leaked = ctx.Err(), ctx
+		return nil
+	})
+	if during != context.DeadlineExceeded || leaked.Err() != during {
+		t.Errorf("the caller's context passed its deadline during the hold: Err %v, then %v after it; want %v both", during, leaked.Err(), context.DeadlineExceeded)
 	}
 
 	func() {
 		defer func() { _ = recover() }()
-		f.hold(context.Background(), key, func(context.Context, *contractRecord) error { panic("boom") })
+		f.hold(context.Background(), key, 0, func(context.Context, *contractRecord) error { panic("boom") })
 	}()
 	if n := waitFloorWaiters(f, key); n != -1 {
 		t.Errorf("the key is still held after its function panicked (%d)", n)
 	}
 
 	letGo := holdInGoroutine(f, key)
-	ctx, cancelWait := context.WithCancel(context.Background())
-	left := make(chan error)
-	go func() { left <- f.hold(ctx, key, run) }()
+	h := xxhash.Sum64String(key) ^ f.nameHash
+	sh := &f.shards[h%contractShards]
+	sh.mu.Lock()
+	sh.lookup(h, key).waiters = locks.MaxWaiters
+	sh.mu.Unlock()
+	if err := f.hold(context.Background(), key, 0, run); !errors.Is(err, errCheckedLimit) {
+		t.Errorf("a hold with the line full: %v, want %v", err, errCheckedLimit)
+	}
+	sh.mu.Lock()
+	sh.lookup(h, key).waiters = 0
+	sh.mu.Unlock()
+	letGo()
+
+	f.Close()
+	ran = false
+	if err := f.hold(context.Background(), key, 0, run); !errors.Is(err, errCheckedClosed) || ran {
+		t.Errorf("a hold after Close: %v (ran %v), want %v", err, ran, errCheckedClosed)
+	}
+}
+
+// TestCheckedFloorWaiterLeaves checks the checked floor's waits that end
+// with their context: one in the middle of the line leaves it, and the
+// others are served in order; one granted as its context ended runs
+// nothing and lets the key go on; however such ends race the handoffs,
+// one holder at a time, and the key and the lists end empty.
+func TestCheckedFloorWaiterLeaves(t *testing.T) {
+	f := newCheckedFloor().(*checkedFloor)
+	const key = "invoice-000042"
+
+	letGo := holdInGoroutine(f, key)
+	var order []int
+	errs := make([]error, 3)
+	cancels := make([]context.CancelFunc, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[i] = cancel
+		wg.Go(func() {
+			errs[i] = f.hold(ctx, key, 0, func(context.Context, *contractRecord) error { order = append(order, i); return nil })
+		})
+		for waitFloorWaiters(f, key) != i+1 {
+			runtime.Gosched()
+		}
+	}
+	cancels[1]()
+	for waitFloorWaiters(f, key) != 2 {
+		runtime.Gosched()
+	}
+	letGo()
+	wg.Wait()
+	if !slices.Equal(order, []int{0, 2}) || errs[0] != nil || !errors.Is(errs[1], context.Canceled) || errs[2] != nil {
+		t.Errorf("the middle one of three left: served %v, errors %v; want [0 2], and only the middle one canceled", order, errs)
+	}
+
+	// Granted, then its context ended before it ran: the holder ends the
+	// waiter's context right after letting the key go, on one processor.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	ctx, cancel := context.WithCancel(context.Background())
+	release, holderDone := make(chan struct{}), make(chan struct{})
+	held := make(chan struct{})
+	go func() {
+		f.hold(context.Background(), key, 0, func(context.Context, *contractRecord) error { close(held); <-release; return nil })
+		cancel()
+		close(holderDone)
+	}()
+	<-held
+	ranEnded := false
+	res := make(chan error)
+	go func() {
+		res <- f.hold(ctx, key, 0, func(context.Context, *contractRecord) error { ranEnded = true; return nil })
+	}()
 	for waitFloorWaiters(f, key) != 1 {
 		runtime.Gosched()
 	}
-	cancelWait()
-	if err := <-left; !errors.Is(err, context.Canceled) {
-		t.Errorf("a waiter whose context ended: %v, want %v", err, context.Canceled)
+	close(release)
+	if err := <-res; !errors.Is(err, context.Canceled) || ranEnded {
+		t.Errorf("granted as its context ended: %v (ran %v), want %v, not run", err, ranEnded, context.Canceled)
 	}
-	if n := waitFloorWaiters(f, key); n != 0 {
-		t.Errorf("%d waiters after the only one left the line, want 0", n)
-	}
-	letGo()
+	<-holderDone
 	if n := waitFloorWaiters(f, key); n != -1 {
-		t.Errorf("the key's entry is left after its last hold (%d)", n)
+		t.Errorf("the key's entry is left after a grant given back (%d)", n)
+	}
+
+	runtime.GOMAXPROCS(2)
+	var inside atomic.Int32
+	for range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				ctx, cancel := context.WithCancel(context.Background())
+				if i%2 == 0 {
+					go cancel()
+				}
+				f.hold(ctx, key, 0, func(context.Context, *contractRecord) error {
+					if inside.Add(1) != 1 {
+						t.Error("two holders at once")
+					}
+					inside.Add(-1)
+					return nil
+				})
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if n := waitFloorWaiters(f, key); n != -1 {
+		t.Errorf("the key's entry is left after racing ends (%d: -2 is a broken list)", n)
 	}
 }
