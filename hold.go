@@ -81,7 +81,7 @@ const keepWaiters = 32
 // takeTicketLocked returns a bare ticket for the holder of e: the entry's
 // spare if it has one. A spare kept with the entry, whose line the hold
 // writes anyway, rather than in a stack of the shard's, costs the entry 8
-// bytes (56, in the 64-byte size class) and a maxHold on a free key 4-7 %
+// bytes, within its 64-byte size class, and a maxHold on a free key 4-7 %
 // less in a walk over a million keys (go run ./bench -run maxhold at
 // GOMAXPROCS 1, ten alternated runs: 1.13-1.16 × floor-contract with the
 // shard's stack, 1.07-1.11 with the spare).

@@ -113,7 +113,7 @@ func (s *Shard[H, T]) LenLocked() int { return s.n }
 // LookupLocked returns the entry of the key whose hash is h and whose
 // holder is the key's as match says, or nil. An entry keeps no name of its
 // key: its holder does (an entry has a holder whenever the shard's mutex
-// is free), which keeps an entry to 56 bytes. A walk of one bucket's
+// is free), which keeps an entry to 64 bytes. A walk of one bucket's
 // chain (about one entry), match called only for entries of hash h
 // (almost always one); no allocation.
 func (s *Shard[H, T]) LookupLocked(h uint64, match func(H) bool) *Entry[H, T] {
@@ -159,8 +159,8 @@ func (s *Shard[H, T]) DeleteLocked(e *Entry[H, T]) {
 		p = &(*p).next
 	}
 	*p = e.next
-	// Clear only what points elsewhere: the line is empty and its root
-	// points at itself, the holder is the zero H (DeleteLocked's rule).
+	// Clear only what points elsewhere: the line is empty (its ends are
+	// nil), the holder is the zero H (DeleteLocked's rule).
 	var none T
 	e.next, e.Ticket = nil, none
 	if s.nfree < keepFree {

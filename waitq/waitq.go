@@ -4,11 +4,16 @@
 // the middle of the line in O(1).
 //
 // The shape is that of container/list and of the Go runtime's channel
-// waitq (runtime/chan.go), without container/list's sentinel: the elements
-// close into a ring whose front the List points at, so that a List is two
-// words, and every Element keeps a back-pointer to the List it is in, so
-// Remove can tell a member from a stranger and a double removal is
-// harmless.
+// waitq (runtime/chan.go): a doubly linked list with its front and back in
+// the List, without container/list's sentinel, and every Element keeps a
+// back-pointer to the List it is in, so Remove can tell a member from a
+// stranger and a double removal is harmless. Joining the back writes only
+// the last waiter besides the newcomer, and leaving the front only the
+// second: a ring through the front (a List of two words instead of three)
+// also wrote the front on every join and the back on every leave, each the
+// record of another goroutine, and cost a hot key's hold about 1 % more
+// at GOMAXPROCS 1 and 1-2 % at 2 (go run ./bench -run hotkey, 14
+// alternated runs).
 //
 // A List is a plain data structure and is not safe for concurrent use: its
 // owner (a shard of keys, in package shard) guards it with its own mutex.
@@ -30,19 +35,17 @@ func (e *Element[T]) InList() bool { return e.list != nil }
 // Next returns the element behind e in its list, or nil if e is last or not
 // in a list.
 func (e *Element[T]) Next() *Element[T] {
-	if e.list == nil || e.next == e.list.head {
+	if e.list == nil {
 		return nil
 	}
 	return e.next
 }
 
 // List is a FIFO line of Elements. The zero value is an empty list ready to
-// use. Its elements form a ring, the front's prev being the back, so that
-// a List is two words: one for each key of a table costs little. Not safe
-// for concurrent use.
+// use. Not safe for concurrent use.
 type List[T any] struct {
-	head *Element[T] // the front; nil when empty
-	len  int
+	head, tail *Element[T] // the front and the back; nil when empty
+	len        int
 }
 
 // Len returns the number of elements in l. O(1).
@@ -58,15 +61,13 @@ func (l *List[T]) PushBack(e *Element[T]) {
 	if e.list != nil {
 		panic("waitq: PushBack of an element already in a list")
 	}
-	if l.head == nil {
-		e.next, e.prev = e, e
+	e.prev = l.tail
+	if l.tail == nil {
 		l.head = e
 	} else {
-		last := l.head.prev
-		e.prev, e.next = last, l.head
-		last.next = e
-		l.head.prev = e
+		l.tail.next = e
 	}
+	l.tail = e
 	e.list = l
 	l.len++
 }
@@ -94,14 +95,15 @@ func (l *List[T]) Remove(e *Element[T]) bool {
 // unlink removes e from l and clears its links, so a stale pointer through
 // e cannot reach the list again.
 func (l *List[T]) unlink(e *Element[T]) {
-	if e.next == e { // the only one
-		l.head = nil
+	if e.prev == nil {
+		l.head = e.next
 	} else {
 		e.prev.next = e.next
+	}
+	if e.next == nil {
+		l.tail = e.prev
+	} else {
 		e.next.prev = e.prev
-		if l.head == e {
-			l.head = e.next
-		}
 	}
 	e.next, e.prev, e.list = nil, nil, nil
 	l.len--
