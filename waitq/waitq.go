@@ -61,7 +61,7 @@ func (l *List[T]) PushBack(e *Element[T]) {
 	if e.list != nil {
 		panic("waitq: PushBack of an element already in a list")
 	}
-	e.prev = l.tail
+	e.next, e.prev = nil, l.tail
 	if l.tail == nil {
 		l.head = e
 	} else {
