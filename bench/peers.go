@@ -114,7 +114,7 @@ func Peers() []Peer {
 		{Name: "floor-cas", Class: Floor, About: "one atomic CompareAndSwap/Store pair, keys ignored", New: func() Locker { return adapt(new(casFloor)) }},
 		{Name: contractName, Class: Contract, FIFO: true, About: "only what the contract needs: hash, shard, entry, 128 B record, clock, fence; maxHold not armed", New: func() Locker { return newContractFloor(false) }},
 		{Name: waitFloorName, Class: Contract, FIFO: true, About: "the same, a waiter standing as a bounded wait must (hotkey only)", New: newWaitFloor},
-		{Name: checkedFloorName, Class: Contract, FIFO: true, About: "the same, with Hold's checks, context and deferred release (hotkey only)", New: newCheckedFloor},
+		{Name: checkedFloorName, Class: Contract, FIFO: true, About: "the same, with the rest of Hold's per-call work: checks, context, limits, deferred release (hotkey only)", New: newCheckedFloor},
 		{Name: contractAfterFuncName, Class: Contract, FIFO: true, About: "the same, a time.AfterFunc armed and stopped per maxHold", New: func() Locker { return newContractFloor(true) }},
 	}
 	for i := range ps {

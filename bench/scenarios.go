@@ -191,14 +191,16 @@ var nsCols = []Column{
 // Scenarios returns the project's eight scenarios, in order, and remote
 // (remote.go): figures only, no target.
 func Scenarios() []Scenario {
-	// floor-contract+wait differs from floor-contract only in how a hold
-	// waits: it is shown where holds wait, in hotkey.
-	all := filter(Peers(), func(p Peer) bool { return p.Name != waitFloorName && p.Name != checkedFloorName })
-	waitFloor := filter(Peers(), func(p Peer) bool { return p.Name == waitFloorName || p.Name == checkedFloorName })
+	// floor-contract+wait and floor-contract+wait+checks differ from
+	// floor-contract only in how a hold waits and in Hold's per-call work:
+	// they are shown where holds wait, in hotkey.
+	isWaitFloor := func(p Peer) bool { return p.Name == waitFloorName || p.Name == checkedFloorName }
+	all := filter(Peers(), func(p Peer) bool { return !isWaitFloor(p) })
+	waitFloors := filter(Peers(), isWaitFloor)
 	// floor-contract+AfterFunc differs from floor-contract only in HoldMax.
 	holds := filter(all, func(p Peer) bool { return p.Name != contractAfterFuncName })
 	waits := filter(all, func(p Peer) bool { return p.Waits })
-	fifo := filter(append(slices.Clone(holds), waitFloor...), func(p Peer) bool { return p.FIFO })
+	fifo := filter(append(slices.Clone(holds), waitFloors...), func(p Peer) bool { return p.FIFO })
 	unbounded := filter(all, func(p Peer) bool { return !p.Waits })
 	return []Scenario{
 		{Name: "uncontended", Title: "GOMAXPROCS goroutines hold and release invoice ids, each walking its own slice (never colliding)",
@@ -206,16 +208,17 @@ func Scenarios() []Scenario {
 		{Name: "zipf", Title: "GOMAXPROCS goroutines hold invoice ids drawn with Zipf θ=0.99 (hot and cold keys, some collisions)",
 			Columns: nsCols, Peers: holds, Load: zipfLoad},
 		{Name: "hotkey", Title: "8 goroutines per P hold one key (waiters park; every 32nd holder yields the processor while holding)",
-			Columns: nsCols, Peers: append(append(slices.Clone(holds), waitFloor...), locksForever), PerP: 8, Load: func(env *Env, l Locker) Load { return hotKey(env, l, false) },
+			Columns: nsCols, Peers: append(append(slices.Clone(holds), waitFloors...), locksForever), PerP: 8, Load: func(env *Env, l Locker) Load { return hotKey(env, l, false) },
 			Notes: []string{
 				"FIFO peers: " + names(fifo) + "; the others let a releasing goroutine take the key again.",
 				"locks arms its wait deadline (default 10 s) for every waiter: for it, hotkey and hotkey-deadline are the same work.",
 				"floor-contract+wait is floor-contract with its waiters standing as the contract's bounded wait needs: a clock reading at the call,",
 				"a line and a list of deadlines each waiter can leave in O(1), a wake-up of its own (peers_contract_wait.go): locks over it is",
 				"what locks adds to the floor of a hold that waits.",
-				"floor-contract+wait+checks is floor-contract+wait with what Hold's signature asks of every call: its arguments and the",
-				"holds enclosing its context checked, the function's context (Err, Value), a wait that watches the caller's context, a",
-				"deferred release, the context ended at the release (peers_contract_checked.go): locks over it is what locks adds to the",
+				"floor-contract+wait+checks is floor-contract+wait with the rest of what Hold's contract asks of every call: its arguments",
+				"and the holds enclosing its context checked; under the shard's lock the store's closed flag, the line's limit, a count of",
+				"running holds; the function's context (Err, Value); a wait that watches the caller's context; a deferred release that",
+				"checks the lease; the context ended at the release (peers_contract_checked.go): locks over it is what locks adds to the",
 				"floor of a call of Hold that waits.",
 				"locks+Forever waits with Wait(Forever), arming no deadline: locks over it is what the default bound costs a hot key",
 				"(the runtime timer locks' wheel keeps pending is the process's: every peer of this run shares its cost alike).",
