@@ -72,7 +72,8 @@ var checkedOver = &checkedState{err: context.Canceled, over: true}
 // shards, entries and waiters, with its own holds.
 type checkedFloor struct {
 	waitFloor
-	closed atomic.Bool
+	closed  atomic.Bool
+	drained atomic.Int32 // shards whose last hold ended after Close, as a Shutdown would count them
 }
 
 func newCheckedFloor() Locker {
@@ -199,13 +200,15 @@ func (f *checkedFloor) letGo(sh *waitFloorShard, e *waitFloorEntry, w *waitFloor
 		sh.remove(e)
 	}
 	fence := sh.fence
-	drained := sh.running == 0 && f.closed.Load() // a Shutdown's drain would be signalled here
+	drained := sh.running == 0 && f.closed.Load() // the last hold of a closed shard: what a Shutdown waits for
 	sh.mu.Unlock()
 	if next != nil {
 		next.ready <- fence
 	}
 	rec.end()
-	_ = drained
+	if drained {
+		f.drained.Add(1)
+	}
 }
 
 // leave takes w, whose caller's context ended while it waited, out of e's

@@ -477,7 +477,8 @@ func TestHotKeyLoadsCountEveryGrant(t *testing.T) {
 // entry; it finds a hold of the same key enclosing its caller's context,
 // and not once that hold is over; its function's context ends with the
 // hold, and its Err never changes once it is not nil; a panicking function
-// lets the key go; the line's limit holds; a closed floor holds nothing.
+// lets the key go; the line's limit holds; a closed floor counts a shard
+// drained when its last hold ends, and holds nothing more.
 func TestCheckedFloorDoesWhatHoldMust(t *testing.T) {
 	f := newCheckedFloor().(*checkedFloor)
 	const key = "invoice-000042"
@@ -563,7 +564,12 @@ func TestCheckedFloorDoesWhatHoldMust(t *testing.T) {
 	sh.mu.Unlock()
 	letGo()
 
+	letGo = holdInGoroutine(f, key)
 	f.Close()
+	letGo()
+	if n := f.drained.Load(); n != 1 {
+		t.Errorf("%d shards counted drained after the last hold of a closed floor, want 1", n)
+	}
 	ran = false
 	if err := f.hold(context.Background(), key, 0, run); !errors.Is(err, errCheckedClosed) || ran {
 		t.Errorf("a hold after Close: %v (ran %v), want %v", err, ran, errCheckedClosed)
