@@ -102,7 +102,13 @@ func gap(t Target, value float64, met bool) string {
 		if met {
 			return fmt.Sprintf("met: %.2f× ≤ %.2f×", value, t.Max)
 		}
-		return fmt.Sprintf("MISSED: %.2f× > %.2f×, locks needs %.2f× less %s", value, t.Max, value/t.Max, t.Metric)
+		// Four digits for a ratio just over its bound (1.1504 against
+		// 1.15), which two would print as the bound itself.
+		digits := 2
+		if fmt.Sprintf("%.2f", value) == fmt.Sprintf("%.2f", t.Max) {
+			digits = 4
+		}
+		return fmt.Sprintf("MISSED: %.*f× > %.2f×, locks needs %.*f× less %s", digits, value, t.Max, digits, value/t.Max, t.Metric)
 	}
 	if met {
 		return fmt.Sprintf("met: %.4g ≤ %g %s", value, t.Max, t.Metric)

@@ -49,6 +49,7 @@ func TestCheck(t *testing.T) {
 	rows := map[string]Sample{
 		"locks":       {"ns/op": 60, "allocs/op": 1.003, "B/held": 120, "B/pending": 48.0005},
 		"moby-locker": {"ns/op": 100},
+		"semaphore":   {"ns/op": 52.15},
 	}
 	for _, tc := range []struct {
 		t        Target
@@ -59,6 +60,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{Target{"s", "ns/op", "moby-locker", 0.6, ""}, true, true, 0.6, "met"},
 		{Target{"s", "ns/op", "moby-locker", 0.5, ""}, true, false, 0.6, "locks needs 1.20× less ns/op"},
+		{Target{"s", "ns/op", "semaphore", 1.15, ""}, true, false, 60.0 / 52.15, "MISSED: 1.1505× > 1.15×, locks needs 1.0005× less ns/op"},
 		{Target{"s", "allocs/op", "", 1, ""}, true, true, 1, "met"},
 		{Target{"s", "allocs/op", "", 0, ""}, true, false, 1, "MISSED by 1 allocs/op"},
 		{Target{"s", "B/held", "", 96, ""}, true, false, 120, "by 24"},
