@@ -176,7 +176,7 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 		}
 		for _, t := range Targets {
 			if t.Scenario == sc.Name {
-				verdicts = append(verdicts, Check(t, cpu, rows))
+				verdicts = append(verdicts, Check(t, cpu, r.Meta.Scale, rows))
 			}
 		}
 	}

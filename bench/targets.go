@@ -20,6 +20,9 @@ type Target struct {
 	Max float64 `json:"max"`
 	// Text is the target in words.
 	Text string `json:"text"`
+	// Size, where not 0, is the N of the experiment at scale (-size) the
+	// target is stated for; a run at a smaller N does not check it.
+	Size int `json:"size,omitempty"`
 }
 
 // Targets are the project's speed and memory targets, by scenario. They
@@ -28,23 +31,23 @@ type Target struct {
 // its shard's mutex twice, so no target asks for fewer allocations than
 // one per hold, or for a hold cheaper than a mutex map on one core.
 var Targets = []Target{
-	{"uncontended", "ns/op", contractName, 1.10, "≤ 1.10 × floor-contract ns/op"},
-	{"uncontended", "allocs/op", "", 1, "1 allocation per hold"},
-	{"uncontended", "B/op", "", 112, "≤ 112 B per hold"},
-	{"hotkey", "ns/op", contractName, 1.15, "≤ 1.15 × floor-contract ns/op"},
-	{"hotkey", "ns/op", "chanmap", 1.5, "≤ 1.5 × chanmap ns/op"},
-	{"hotkey-deadline", "ns/op", "chanmap", 0.35, "≤ 0.35 × chanmap+WithTimeout ns/op"},
-	{"maxhold", "ns/op", contractName, 1.10, "≤ 1.10 × floor-contract (no timer) ns/op"},
-	{"maxhold", "ns/op", "mutexmap", 1.0, "≤ 1.0 × mutexmap+AfterFunc ns/op"},
-	{"fairness", "out-of-order-10us", "", 0, "0 grants out of line order by > 10 µs"},
-	{"fairness", "worst/mean", "chanmap", 1.0, "worst/mean wait ≤ chanmap's"},
-	{"deadlines", "arm+cancel-ns", "time.AfterFunc", 0.3, "arm+cancel ≤ 0.3 × time.AfterFunc+Stop"},
-	{"deadlines", "B/pending", "", 48, "≤ 48 B per pending deadline"},
-	{"deadlines", "B/cancelled", "", 1, "0 B per cancelled deadline (≤ 1 B: heap noise)"},
-	{"deadlines", "late-max-ms", "", 250, "the last of N due in one 100 ms window ≤ 250 ms late"},
-	{"deadlines", "late-max-ms", "time.AfterFunc", 0.25, "... and ≤ 0.25 × time.AfterFunc's lateness"},
-	{"memory", "B/held", "", 200, "≤ 200 B per held key"},
-	{"memory", "B/after", "", 2, "≤ 2 B per key after release"},
+	{"uncontended", "ns/op", contractName, 1.10, "≤ 1.10 × floor-contract ns/op", 0},
+	{"uncontended", "allocs/op", "", 1, "1 allocation per hold", 0},
+	{"uncontended", "B/op", "", 112, "≤ 112 B per hold", 0},
+	{"hotkey", "ns/op", contractName, 1.15, "≤ 1.15 × floor-contract ns/op", 0},
+	{"hotkey", "ns/op", "chanmap", 1.5, "≤ 1.5 × chanmap ns/op", 0},
+	{"hotkey-deadline", "ns/op", "chanmap", 0.35, "≤ 0.35 × chanmap+WithTimeout ns/op", 0},
+	{"maxhold", "ns/op", contractName, 1.10, "≤ 1.10 × floor-contract (no timer) ns/op", 0},
+	{"maxhold", "ns/op", "mutexmap", 1.0, "≤ 1.0 × mutexmap+AfterFunc ns/op", 0},
+	{"fairness", "out-of-order-10us", "", 0, "0 grants out of line order by > 10 µs", 0},
+	{"fairness", "worst/mean", "chanmap", 1.0, "worst/mean wait ≤ chanmap's", 0},
+	{"deadlines", "arm+cancel-ns", "time.AfterFunc", 0.3, "arm+cancel ≤ 0.3 × time.AfterFunc+Stop", 0},
+	{"deadlines", "B/pending", "", 48, "≤ 48 B per pending deadline", 0},
+	{"deadlines", "B/cancelled", "", 1, "0 B per cancelled deadline (≤ 1 B: heap noise)", 0},
+	{"deadlines", "late-max-ms", "", 250, "the last of 1,000,000 due in one 100 ms ≤ 250 ms late", fullScale},
+	{"deadlines", "late-max-ms", "time.AfterFunc", 0.25, "... and ≤ 0.25 × time.AfterFunc's lateness", fullScale},
+	{"memory", "B/held", "", 200, "≤ 200 B per held key", 0},
+	{"memory", "B/after", "", 2, "≤ 2 B per key after release", 0},
 }
 
 // Verdict is a target checked against the medians of one run at one
@@ -56,6 +59,9 @@ type Verdict struct {
 	Value float64 `json:"value"`
 	// Measured reports whether the figures the target needs were there.
 	Measured bool `json:"measured"`
+	// Unchecked reports that the run's N was smaller than the target's
+	// Size: the figure is there, but says nothing about the target.
+	Unchecked bool `json:"unchecked,omitempty"`
 	// Met reports whether Value is within the target.
 	Met bool `json:"met"`
 	// Gap says in words how far Value is from the target.
@@ -63,9 +69,18 @@ type Verdict struct {
 }
 
 // Check checks t against rows, the median figures of one scenario at one
-// GOMAXPROCS by peer name.
-func Check(t Target, cpu int, rows map[string]Sample) Verdict {
+// GOMAXPROCS by peer name, from a run whose experiments at scale had n
+// items.
+func Check(t Target, cpu, n int, rows map[string]Sample) Verdict {
 	v := Verdict{Target: t, CPU: cpu}
+	if n < t.Size {
+		// At -quick's 100,000 the last deadline comes a few milliseconds
+		// late for every peer, and a ratio of two such figures swings
+		// tenfold from run to run.
+		v.Unchecked = true
+		v.Gap = fmt.Sprintf("not checked: stated for -size %d, this run has %d", t.Size, n)
+		return v
+	}
 	mine, ok := rows["locks"][t.Metric]
 	if !ok || failed(rows["locks"]) {
 		v.Gap = "not measured (locks has no valid figure)"

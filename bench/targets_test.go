@@ -58,17 +58,17 @@ func TestCheck(t *testing.T) {
 		value    float64
 		gap      string
 	}{
-		{Target{"s", "ns/op", "moby-locker", 0.6, ""}, true, true, 0.6, "met"},
-		{Target{"s", "ns/op", "moby-locker", 0.5, ""}, true, false, 0.6, "locks needs 1.20× less ns/op"},
-		{Target{"s", "ns/op", "semaphore", 1.15, ""}, true, false, 60.0 / 52.15, "MISSED: 1.1505× > 1.15×, locks needs 1.0005× less ns/op"},
-		{Target{"s", "allocs/op", "", 1, ""}, true, true, 1, "met"},
-		{Target{"s", "allocs/op", "", 0, ""}, true, false, 1, "MISSED by 1 allocs/op"},
-		{Target{"s", "B/held", "", 96, ""}, true, false, 120, "by 24"},
-		{Target{"s", "B/pending", "", 48, ""}, true, false, 48.0005, "MISSED: 48.0005 > 48 B/pending"},
-		{Target{"s", "ns/op", "chanmap", 1, ""}, false, false, 0, "no valid figure for chanmap"},
-		{Target{"s", "worst/mean", "", 2, ""}, false, false, 0, "not measured"},
+		{Target{"s", "ns/op", "moby-locker", 0.6, "", 0}, true, true, 0.6, "met"},
+		{Target{"s", "ns/op", "moby-locker", 0.5, "", 0}, true, false, 0.6, "locks needs 1.20× less ns/op"},
+		{Target{"s", "ns/op", "semaphore", 1.15, "", 0}, true, false, 60.0 / 52.15, "MISSED: 1.1505× > 1.15×, locks needs 1.0005× less ns/op"},
+		{Target{"s", "allocs/op", "", 1, "", 0}, true, true, 1, "met"},
+		{Target{"s", "allocs/op", "", 0, "", 0}, true, false, 1, "MISSED by 1 allocs/op"},
+		{Target{"s", "B/held", "", 96, "", 0}, true, false, 120, "by 24"},
+		{Target{"s", "B/pending", "", 48, "", 0}, true, false, 48.0005, "MISSED: 48.0005 > 48 B/pending"},
+		{Target{"s", "ns/op", "chanmap", 1, "", 0}, false, false, 0, "no valid figure for chanmap"},
+		{Target{"s", "worst/mean", "", 2, "", 0}, false, false, 0, "not measured"},
 	} {
-		v := Check(tc.t, 2, rows)
+		v := Check(tc.t, 2, fullScale, rows)
 		if v.Measured != tc.measured || v.Met != tc.met || (tc.measured && v.Value != tc.value) || !strings.Contains(v.Gap, tc.gap) {
 			t.Errorf("Check(%+v) = measured %v met %v value %v %q; want %v %v %v, gap containing %q",
 				tc.t, v.Measured, v.Met, v.Value, v.Gap, tc.measured, tc.met, tc.value, tc.gap)
@@ -78,14 +78,14 @@ func TestCheck(t *testing.T) {
 
 func TestCheckRefusesNonPositiveRatio(t *testing.T) {
 	rows := map[string]Sample{"locks": {"ns/op": -3}, "chanmap": {"ns/op": 10}}
-	if v := Check(Target{"s", "ns/op", "chanmap", 1, ""}, 1, rows); v.Measured || v.Met {
+	if v := Check(Target{"s", "ns/op", "chanmap", 1, "", 0}, 1, fullScale, rows); v.Measured || v.Met {
 		t.Errorf("a negative difference met its ratio target: %+v", v)
 	}
 }
 
 func TestCheckRefusesFailedLocks(t *testing.T) {
 	rows := map[string]Sample{"locks": {"ns/op": 1, "lost-updates": 2}, "chanmap": {"ns/op": 10}}
-	if v := Check(Target{"s", "ns/op", "chanmap", 1, ""}, 1, rows); v.Measured || v.Met {
+	if v := Check(Target{"s", "ns/op", "chanmap", 1, "", 0}, 1, fullScale, rows); v.Measured || v.Met {
 		t.Errorf("a failed locks row met its target: %+v", v)
 	}
 }
@@ -338,5 +338,22 @@ func TestRunThatMatchesNothingIsRefused(t *testing.T) {
 	}
 	if err := checkRun(regexp.MustCompile(`scenario=hotkey/peer=moby-locker$`), scs); err != nil {
 		t.Errorf("checkRun(moby-locker) = %v, want nil", err)
+	}
+}
+
+func TestCheckLeavesATargetOfAnotherSizeUnchecked(t *testing.T) {
+	rows := map[string]Sample{"locks": {"late-max-ms": 9.8}, "time.AfterFunc": {"late-max-ms": 4.6}}
+	tg := Target{"s", "late-max-ms", "time.AfterFunc", 0.25, "", fullScale}
+	v := Check(tg, 2, 100_000, rows)
+	if !v.Unchecked || v.Measured || v.Met || !strings.Contains(v.Gap, "not checked: stated for -size 1000000, this run has 100000") {
+		t.Errorf("Check at N = 100,000 of a target for 1,000,000 = %+v, want unchecked", v)
+	}
+	if v := Check(tg, 2, fullScale, rows); v.Unchecked || !v.Measured || v.Met {
+		t.Errorf("Check at the target's own N = %+v, want measured and missed", v)
+	}
+	var b strings.Builder
+	summarize(&b, []Scenario{{Name: "s"}}, map[string][]Verdict{"s": {Check(tg, 2, 100_000, rows), Check(tg, 2, fullScale, rows)}})
+	if want := "s                0 met, 1 missed, 1 not checked at this -size\n"; !strings.HasSuffix(b.String(), want) {
+		t.Errorf("summary:\n%s\nwant it to end %q", b.String(), want)
 	}
 }
