@@ -1,0 +1,33 @@
+package main
+
+import (
+	"slices"
+	"testing"
+	"unsafe"
+)
+
+// TestCursorHasABlockOfItsOwn checks that a worker's cursor fills a
+// 128-byte block, starts one, and counts and wraps as walk needs.
+func TestCursorHasABlockOfItsOwn(t *testing.T) {
+	if size := unsafe.Sizeof(cursor{}); size != 128 {
+		t.Fatalf("a cursor is %d bytes, want 128", size)
+	}
+	for range 4 {
+		c := new(cursor)
+		cursorSink = append(cursorSink, c) // on the heap, as walk's
+		if addr := uintptr(unsafe.Pointer(c)); addr%128 != 0 {
+			t.Fatalf("a cursor at %#x does not start a 128-byte block", addr)
+		}
+	}
+	c := new(cursor)
+	var got []int
+	for range 4 {
+		got = append(got, c.next(3))
+		c.count()
+	}
+	if want := []int{1, 2, 0, 1}; !slices.Equal(got, want) || c.n != 4 {
+		t.Errorf("next(3) gave %v and count %d, want %v and 4", got, c.n, want)
+	}
+}
+
+var cursorSink []*cursor
