@@ -400,7 +400,7 @@ func (r *Results) Markdown(scs []Scenario, verdicts map[string][]Verdict) string
 			}
 			met, all := 0, 0
 			for _, v := range verdicts[sc.Name] {
-				if v.CPU == cpu {
+				if v.CPU == cpu && !v.Unchecked {
 					all++
 					if v.Met {
 						met++

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -355,5 +356,39 @@ func TestCheckLeavesATargetOfAnotherSizeUnchecked(t *testing.T) {
 	summarize(&b, []Scenario{{Name: "s"}}, map[string][]Verdict{"s": {Check(tg, 2, 100_000, rows), Check(tg, 2, fullScale, rows)}})
 	if want := "s                0 met, 1 missed, 1 not checked at this -size\n"; !strings.HasSuffix(b.String(), want) {
 		t.Errorf("summary:\n%s\nwant it to end %q", b.String(), want)
+	}
+}
+
+// TestTableChecksLatenessAtFullScaleOnly runs the deadlines scenario's own
+// targets through Table, as a run reports them: the lateness targets are
+// unchecked at -quick's size and checked at the full one.
+func TestTableChecksLatenessAtFullScaleOnly(t *testing.T) {
+	sc := deadlinesScenario()
+	for _, tc := range []struct {
+		scale     int
+		unchecked bool
+	}{{100_000, true}, {fullScale, false}} {
+		res := NewResults(Meta{CPUs: []int{1}, Scale: tc.scale})
+		res.Add(sc.Name, "locks", 1, Sample{"late-max-ms": 9.8, "arm+cancel-ns": 30, "B/pending": 48, "B/cancelled": 0})
+		res.Add(sc.Name, "time.AfterFunc", 1, Sample{"late-max-ms": 4.6, "arm+cancel-ns": 210})
+		var lateness int
+		for _, v := range res.Table(io.Discard, sc) {
+			if v.Metric != "late-max-ms" {
+				if v.Unchecked {
+					t.Errorf("scale %d: %q unchecked", tc.scale, v.Text)
+				}
+				continue
+			}
+			lateness++
+			if v.Unchecked != tc.unchecked || v.Measured == tc.unchecked {
+				t.Errorf("scale %d: %q unchecked %v measured %v, want unchecked %v", tc.scale, v.Text, v.Unchecked, v.Measured, tc.unchecked)
+			}
+			if want := map[string]float64{"": 9.8, "time.AfterFunc": 9.8 / 4.6}[v.Ref]; v.Value != want {
+				t.Errorf("scale %d: %q value %v, want %v", tc.scale, v.Text, v.Value, want)
+			}
+		}
+		if lateness != 2 {
+			t.Errorf("scale %d: %d lateness verdicts, want 2", tc.scale, lateness)
+		}
 	}
 }
