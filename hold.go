@@ -75,7 +75,8 @@ type waiter struct {
 }
 
 // keepWaiters is how many given-back waiters a shard keeps for reuse:
-// enough for the waiters of a hot key or two.
+// enough for the waiters of a hot key or two (at most 255: keyShard.NKept
+// is a byte).
 const keepWaiters = 32
 
 // takeTicketLocked returns a bare ticket for the holder of e: the entry's
@@ -99,7 +100,9 @@ func takeTicketLocked(e *keyEntry) *ticket {
 // takeWaiterLocked returns a waiter of sd's for c's hold of e.
 func (sd *shardLocal) takeWaiterLocked(c *holdContext, e *keyEntry) *waiter {
 	var w *waiter
-	if t := sd.waiters.pop(); t != nil {
+	if t := sd.sh.Kept; t != nil {
+		sd.sh.Kept, t.next = t.next, nil
+		sd.sh.NKept--
 		w = t.w
 	} else {
 		w = &waiter{ready: make(chan state, 1), sd: sd}
@@ -107,33 +110,6 @@ func (sd *shardLocal) takeWaiterLocked(c *holdContext, e *keyEntry) *waiter {
 	}
 	w.c, w.entry = c, e
 	return w
-}
-
-// kept is a shard's stack of given-back waiters, by their tickets, linked
-// through the tickets' next, which is free while a ticket is out of every
-// deadline list: taking and keeping one writes no line but the ticket's and
-// the shard's own.
-type kept struct {
-	top *ticket
-	n   int
-}
-
-// pop takes the ticket kept last, or returns nil.
-func (k *kept) pop() *ticket {
-	t := k.top
-	if t != nil {
-		k.top, t.next = t.next, nil
-		k.n--
-	}
-	return t
-}
-
-// push keeps t, out of every list, unless keepWaiters are kept already.
-func (k *kept) push(t *ticket) {
-	if k.n < keepWaiters {
-		t.next, k.top = k.top, t
-		k.n++
-	}
 }
 
 // putLocked gives h's ticket or waiter back to sd, once it is out of every
@@ -146,7 +122,13 @@ func (sd *shardLocal) putLocked(h hold) {
 			w.sess.leaveLocked(w)
 		}
 		w.c, w.entry, w.maxHold, w.sess = nil, nil, 0, nil
-		sd.waiters.push(&w.ticket)
+		// Kept in the shard's stack (keyShard.Kept), by its ticket,
+		// linked through the ticket's next, which is free while the ticket
+		// is out of every deadline list.
+		if sh := sd.sh; sh.NKept < keepWaiters {
+			w.ticket.next, sh.Kept = sh.Kept, &w.ticket
+			sh.NKept++
+		}
 	case h.t != nil:
 		// The entry may be another key's by now, or dropped: any entry of
 		// the shard's can keep any bare ticket.

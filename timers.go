@@ -86,7 +86,6 @@ type local struct {
 	sh      *keyShard
 	lists   []*deadlineList          // the first maxLists deadline lists
 	more    map[uint64]*deadlineList // the rest, by purpose and tick (moreKey); rarely any
-	waiters kept                     // given back, for reuse (by their tickets)
 	revoked [lostClosed + 1]uint64   // leases revoked, by reason
 
 	// Durations, recorded with RecordTimes: time in line of the waiters

@@ -44,6 +44,11 @@ func TestShardIsPaddedToCacheLines(t *testing.T) {
 	size := unsafe.Sizeof(shard.Shard[*holder, *ticket]{})
 	assert.Zero(t, size%shard.CacheLine, "Shard is %d bytes, not a multiple of %d", size, shard.CacheLine)
 	assert.Equal(t, uintptr(shard.CacheLine), size, "a shard should fit one padded block")
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		var sh shard.Shard[*holder, *ticket]
+		assert.Equal(t, uintptr(64), unsafe.Offsetof(sh.Running), "the owner's counts start the second 64-byte line")
+		assert.Less(t, unsafe.Offsetof(sh.NKept), uintptr(64), "the kept records are in the mutex's line")
+	}
 }
 
 func TestTableRoundsUpToPowerOfTwo(t *testing.T) {
