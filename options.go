@@ -129,8 +129,9 @@ const (
 // Shards sets the number of shards of the store's key table (rounded up to
 // a power of two); the default is DefaultShards. More shards spread the
 // keys of many goroutines over more mutexes, at 128 bytes and a small map
-// each; at most MaxShards are made. n must be positive: NewStore panics
-// otherwise.
+// each (fewer than 256 still take 256's 32 KiB of memory, so that each
+// shard sits in a cache-line block of its own); at most MaxShards are
+// made. n must be positive: NewStore panics otherwise.
 func Shards(n int) StoreOption { return StoreOption{kind: optShards, shards: n} }
 
 // TimerTick sets the resolution of the store's timer wheel; the default is

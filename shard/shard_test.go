@@ -46,8 +46,32 @@ func TestShardIsPaddedToCacheLines(t *testing.T) {
 	assert.Equal(t, uintptr(shard.CacheLine), size, "a shard should fit one padded block")
 	if unsafe.Sizeof(uintptr(0)) == 8 {
 		var sh shard.Shard[*holder, *ticket]
-		assert.Equal(t, uintptr(64), unsafe.Offsetof(sh.Running), "the owner's counts start the second 64-byte line")
-		assert.Less(t, unsafe.Offsetof(sh.NKept), uintptr(64), "the kept records are in the mutex's line")
+		for name, end := range map[string]uintptr{
+			"Fences": unsafe.Offsetof(sh.Fences) + unsafe.Sizeof(sh.Fences),
+			"Kept":   unsafe.Offsetof(sh.Kept) + unsafe.Sizeof(sh.Kept),
+			"NKept":  unsafe.Offsetof(sh.NKept) + unsafe.Sizeof(sh.NKept),
+		} {
+			assert.LessOrEqual(t, end, uintptr(64), "%s is in the mutex's 64-byte line", name)
+		}
+		for name, off := range map[string]uintptr{
+			"Running": unsafe.Offsetof(sh.Running),
+			"Waiting": unsafe.Offsetof(sh.Waiting),
+			"Counts":  unsafe.Offsetof(sh.Counts),
+		} {
+			assert.GreaterOrEqual(t, off, uintptr(64), "%s is in the owner's counts' line, not the mutex's", name)
+		}
+	}
+}
+
+// TestShardsStartOnABlock checks that the shards of a small table start
+// on a padding block, as a large one's do.
+func TestShardsStartOnABlock(t *testing.T) {
+	for _, n := range []int{1, 8, 64, 128, 256, 1024} {
+		tb := shard.NewTable[*holder, *ticket](n, 0)
+		for i := range tb.Len() {
+			addr := uintptr(unsafe.Pointer(tb.At(i)))
+			require.Zero(t, addr%shard.CacheLine, "table of %d: shard %d at %#x", n, i, addr)
+		}
 	}
 }
 

@@ -20,6 +20,10 @@ const (
 	keepFree = 8
 	// minBuckets is the fewest buckets a shard has: 64 bytes of pointers.
 	minBuckets = 8
+	// alignedShards is the fewest shards a Table allocates (it uses as
+	// many as asked): 32 KiB of them, an allocation the runtime places on
+	// a page boundary.
+	alignedShards = 256
 	// shrinkAt: a shard's buckets are halved once its entries fall below
 	// 1/shrinkAt of them (they are doubled once the entries outnumber
 	// them), so that a shard that held a million keys gives the memory
@@ -244,8 +248,17 @@ func NewTable[H comparable, T any](n int, seed uint64) *Table[H, T] {
 	if n < 1 {
 		n = 1
 	}
+	var zero T
+	if unsafe.Sizeof(zero) != unsafe.Sizeof(uintptr(0)) {
+		panic("shard: a Table's T must be a pointer (see shardLayout)")
+	}
 	b := bits.Len(uint(n - 1))
-	t := &Table[H, T]{shards: make([]Shard[H, T], 1<<b), shift: uint(64 - b)}
+	// At least alignedShards of them are made: an array that large is
+	// allocated on a page boundary, where a smaller one of these (1 to 16
+	// KiB) starts 8 bytes past one, after the allocator's header, and
+	// every shard would then straddle its padding blocks.
+	shards := make([]Shard[H, T], max(1<<b, alignedShards))[: 1<<b : 1<<b]
+	t := &Table[H, T]{shards: shards, shift: uint(64 - b)}
 	for i := range t.shards {
 		t.shards[i].buckets = make([]*Entry[H, T], minBuckets)
 		t.shards[i].Fences = lease.NewFences(seed)
