@@ -87,8 +87,8 @@ func (r *Results) Header(w io.Writer) {
 	fmt.Fprintf(w, "$ %s\n", m.Command)
 	fmt.Fprintf(w, "%s %s, %s (%d cores), %s\n", m.Go, m.Platform, m.CPU, m.Cores, m.Started.Format(time.RFC3339))
 	scale := ""
-	if m.Quick {
-		scale = " (-quick: scaled down from 1,000,000)"
+	if m.Scale < fullScale {
+		scale = fmt.Sprintf(" (scaled down from %d: the lateness targets are not checked)", fullScale)
 	}
 	fmt.Fprintf(w, "GOMAXPROCS %v; median of %d; benchtime %s; %d keys; scale %d%s; fairness %d grants\n",
 		m.CPUs, m.Count, m.BenchTime, m.Keys, m.Scale, scale, m.Grants)

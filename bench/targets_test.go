@@ -392,3 +392,23 @@ func TestTableChecksLatenessAtFullScaleOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderSaysWhenTheScaleIsDown checks that the run's header says the
+// scale was cut, whatever flag cut it, and only then.
+func TestHeaderSaysWhenTheScaleIsDown(t *testing.T) {
+	for _, tc := range []struct {
+		m    Meta
+		down bool
+	}{
+		{Meta{Quick: true, Scale: 100_000}, true},
+		{Meta{Scale: 5000}, true},
+		{Meta{Quick: true, Scale: fullScale}, false},
+		{Meta{Scale: fullScale}, false},
+	} {
+		var b strings.Builder
+		NewResults(tc.m).Header(&b)
+		if got := strings.Contains(b.String(), "scaled down from 1000000"); got != tc.down {
+			t.Errorf("Header of %+v says scaled down %v, want %v:\n%s", tc.m, got, tc.down, b.String())
+		}
+	}
+}
