@@ -180,7 +180,9 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) er
 		if set.inside {
 			err = l.store.awaitInside(ctx, h)
 		} else if done := ctx.Done(); done == nil {
-			err = l.store.settled(h, <-h.w.ready)
+			if got := <-h.w.ready; got != holding || l.store.times {
+				err = l.store.settled(h, got)
+			}
 		} else {
 			select {
 			case got := <-h.w.ready:
@@ -399,7 +401,13 @@ func (s *store) joinLocked(sd *shardLocal, e *keyEntry, c *holdContext, set sett
 // run calls fn holding the key, and lets the key go however fn ends: by
 // returning, panicking or calling runtime.Goexit.
 func (s *store) run(h hold, fn HoldFunc) (err error) {
-	defer func() { err = s.release(h, err) }()
+	// release, one frame up: a goroutine's first hold runs on a small
+	// stack (see enter).
+	defer func() {
+		if lost := s.letGo(h, true); lost != notLost {
+			err = lostRelease(h.c, lost, err)
+		}
+	}()
 	return fn(h.c, &h.c.lease)
 }
 
@@ -609,11 +617,17 @@ func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 // and the reason in its context.
 func (s *store) release(h hold, fnErr error) error {
 	if lost := s.letGo(h, true); lost != notLost {
-		err := lostError(h.c.lease.Lock, h.c.lease.Key, lost)
-		err.Cause = fnErr
-		return err
+		return lostRelease(h.c, lost, fnErr)
 	}
 	return fnErr
+}
+
+// lostRelease is release's error for a hold whose lease was lost for
+// lost, and whose function returned fnErr.
+func lostRelease(c *holdContext, lost loss, fnErr error) error {
+	err := lostError(c.lease.Lock, c.lease.Key, lost)
+	err.Cause = fnErr
+	return err
 }
 
 // letGo lets h's key go, handing it to the next in line, and returns why
