@@ -157,17 +157,19 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) er
 		return err
 	}
 	name := l.state.name
-	conflict, inside := enclosingHold(ctx, name, text)
-	switch conflict {
-	case inTransaction:
-		return newError(Invalid, name, text, "held inside a transaction")
-	case nested:
-		return newError(Invalid, name, text, "held inside a hold of the same key")
+	if v := ctx.Value(markKey{}); v != nil { // most holds are made outside any other
+		var conflict conflict
+		conflict, set.inside = enclosingMarks(v, name, text)
+		switch conflict {
+		case inTransaction:
+			return newError(Invalid, name, text, "held inside a transaction")
+		case nested:
+			return newError(Invalid, name, text, "held inside a hold of the same key")
+		}
 	}
 	if p := l.store.profileHold(); p != nil {
 		defer unprofile(p)
 	}
-	set.inside = inside
 	var h hold
 	joined, err := l.enter(&h, newHoldContext(ctx, name, text), set, nil)
 	if joined {
