@@ -151,7 +151,7 @@ type hold struct {
 }
 
 // hold is Hold: check, grant or wait, run.
-func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) error {
+func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) (err error) {
 	text, set, err := l.check(ctx, key, opts, fn)
 	if err != nil {
 		return err
@@ -197,9 +197,15 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) er
 	if err != nil {
 		return err
 	}
-	err = l.store.run(h, fn)
-	runtime.KeepAlive(l) // the Lock keeps its Store, and so the store open, until the hold is over
-	return err
+	// run, in this frame: a frame fewer between a waiter's park and its
+	// function. The deferred release keeps l, and so its Store, open until
+	// the hold is over.
+	defer func() {
+		if lost := l.store.letGo(h, true); lost != notLost {
+			err = lostRelease(h.c, lost, err)
+		}
+	}()
+	return fn(h.c, &h.c.lease)
 }
 
 // check validates a hold's arguments and returns the key's text and the
@@ -625,7 +631,10 @@ func (s *store) release(h hold, fnErr error) error {
 }
 
 // lostRelease is release's error for a hold whose lease was lost for
-// lost, and whose function returned fnErr.
+// lost, and whose function returned fnErr. Not inlined: it would make the
+// frame of a deferred release larger for a case that is rare.
+//
+//go:noinline
 func lostRelease(c *holdContext, lost loss, fnErr error) error {
 	err := lostError(c.lease.Lock, c.lease.Key, lost)
 	err.Cause = fnErr
