@@ -86,14 +86,18 @@ const keepWaiters = 32
 // less in a walk over a million keys (go run ./bench -run maxhold at
 // GOMAXPROCS 1, ten alternated runs: 1.13-1.16 × floor-contract with the
 // shard's stack, 1.07-1.11 with the spare).
+//
+// A spare's entry is the entry that keeps it, so taking one writes only
+// the entry's Spare: while the garbage collector marks, every pointer
+// written costs a write barrier, and a maxHold's ticket is written many
+// times a hold (see armLocked).
 func takeTicketLocked(e *keyEntry) *ticket {
 	t := e.Spare
 	if t != nil {
 		e.Spare = nil
 	} else {
-		t = new(ticket)
+		t = &ticket{entry: e}
 	}
-	t.entry = e
 	return t
 }
 
@@ -130,9 +134,10 @@ func (sd *shardLocal) putLocked(h hold) {
 			sh.NKept++
 		}
 	case h.t != nil:
-		// The entry may be another key's by now, or dropped: any entry of
-		// the shard's can keep any bare ticket.
-		h.t.entry = nil
+		// h.t.entry is h.e, which keeps it as its spare (takeTicketLocked),
+		// whether h.e is still this key's or by now another's. A ticket
+		// that finds a spare there already is dropped with its entry's
+		// pointer: it is garbage.
 		if h.e.Spare == nil {
 			h.e.Spare = h.t
 		}
@@ -586,8 +591,8 @@ func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 			sd.sh.Waiting--
 		}
 		if el == nil {
-			e.Holder, e.Ticket = nil, nil
-			sd.sh.DeleteLocked(e)
+			e.Holder = nil
+			sd.sh.DeleteLocked(e) // which clears e.Ticket
 			return nil
 		}
 		w = el.Value.w

@@ -174,7 +174,16 @@ func (sd *shardLocal) pendingLocked() int {
 func (s *store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Duration) {
 	l := sd.listLocked(p, d, at, s.tick, &s.timers)
 	t.at, t.list = at, l
-	t.next, t.prev = nil, l.tail
+	// Pointers are written only where they change: while the garbage
+	// collector marks, each write costs a write barrier, and most lists
+	// hold one deadline at a time, so a ticket's links are mostly nil
+	// before and after.
+	if t.next != nil {
+		t.next = nil
+	}
+	if t.prev != l.tail {
+		t.prev = l.tail
+	}
 	if l.tail != nil {
 		l.tail.next = t
 	} else {
@@ -223,7 +232,13 @@ func (t *ticket) unlinkLocked() {
 	} else {
 		l.tail = t.prev
 	}
-	t.next, t.prev, t.list = nil, nil, nil
+	if t.next != nil { // written only where they change (see armLocked)
+		t.next = nil
+	}
+	if t.prev != nil {
+		t.prev = nil
+	}
+	t.list = nil
 	l.n--
 	if l.n == 0 && l.byTick && l.armed && (l.d == maxInstant || l.tm.cancel(l)) {
 		l.armed = false

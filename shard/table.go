@@ -181,10 +181,12 @@ func (s *Shard[H, T]) DeleteLocked(e *Entry[H, T]) {
 	// Clear only what points elsewhere: the line is empty (its ends are
 	// nil), the holder is the zero H (DeleteLocked's rule).
 	var none T
-	e.next, e.Ticket = nil, none
+	e.Ticket = none
 	if s.nfree < keepFree {
 		e.next, s.free = s.free, e
 		s.nfree++
+	} else {
+		e.next = nil
 	}
 	if len(s.buckets) > minBuckets && int(s.n) < len(s.buckets)/shrinkAt && !s.walking {
 		s.resizeLocked(len(s.buckets) / 2)
