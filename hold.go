@@ -414,8 +414,7 @@ func (s *store) joinLocked(sd *shardLocal, e *keyEntry, c *holdContext, set sett
 // run calls fn holding the key, and lets the key go however fn ends: by
 // returning, panicking or calling runtime.Goexit.
 func (s *store) run(h hold, fn HoldFunc) (err error) {
-	// release, one frame up: a goroutine's first hold runs on a small
-	// stack (see enter).
+	// release, written out as in Hold: a call fewer.
 	defer func() {
 		if lost := s.letGo(h, true); lost != notLost {
 			err = lostRelease(h.c, lost, err)
