@@ -2,6 +2,7 @@ package shard_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"unsafe"
 
@@ -195,6 +196,53 @@ func TestBucketsFollowTheKeys(t *testing.T) {
 	for i, e := range es[:n-1] {
 		assert.Nil(t, lookup(sh, spread(i), "l", fmt.Sprint(i)), "deleted: %v", e)
 	}
+}
+
+// TestChainsKeepInsertionOrder: an entry joins the end of its chain, and
+// growing splits each chain without reordering it, so that entries let go
+// in the order they came are found first in their chains; halving keeps
+// every entry found.
+func TestChainsKeepInsertionOrder(t *testing.T) {
+	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
+	sh.Lock()
+	defer sh.Unlock()
+	const n = 1000
+	// Bits 8 and 9 clear: the 1,024 buckets n entries grow to use 256,
+	// about four entries a chain, through seven doublings that split them.
+	hash := func(i int) uint64 { return uint64(i) * 0x9E3779B97F4A7C15 &^ 0x300 }
+	var es []*shard.Entry[*holder, *ticket]
+	order := map[*shard.Entry[*holder, *ticket]]int{}
+	for i := range n {
+		e := insert(sh, hash(i), "l", fmt.Sprint(i))
+		es = append(es, e)
+		order[e] = i
+	}
+	require.Equal(t, 1024, sh.BucketsLocked())
+	long := 0
+	for b := range sh.BucketsLocked() {
+		chain := sh.ChainLocked(b)
+		long = max(long, len(chain))
+		for j := 1; j < len(chain); j++ {
+			require.Less(t, order[chain[j-1]], order[chain[j]], "bucket %d's chain out of insertion order", b)
+		}
+	}
+	require.GreaterOrEqual(t, long, 4, "the test's hashes make chains")
+
+	// Let go in an order unrelated to insertion's, through every halving.
+	left := map[int]bool{}
+	for i := range n {
+		left[i] = true
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, i := range rng.Perm(n) {
+		remove(sh, es[i])
+		delete(left, i)
+		for j := range left {
+			require.Same(t, es[j], lookup(sh, hash(j), "l", fmt.Sprint(j)), "entry %d lost with %d left, %d buckets", j, len(left), sh.BucketsLocked())
+		}
+		require.Equal(t, len(left), sh.LenLocked())
+	}
+	assert.Equal(t, shard.MinBuckets, sh.BucketsLocked())
 }
 
 func TestAllLockedMayDelete(t *testing.T) {
