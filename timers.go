@@ -461,14 +461,14 @@ func (s *store) fire(l *deadlineList, now time.Duration, f *firing) {
 // them: enough to keep the processor's outstanding cache misses busy.
 const warmAhead = 16
 
-// warmLocked reads what acting on each deadline of l due at now from t on
-// will read, for up to warmAhead of them, before any is acted on, and
-// returns how many it read (at least one: t is due). When many deadlines
-// fall due at once (a million pending leases are far larger than the
-// caches and the TLB), each one's key entry, holder's record and bucket
-// are misses, and acting on one deadline after another, each waits for
-// the last: read in a loop that does nothing else, they are in flight
-// together. On a million maxHolds due in 100 ms (go run ./bench -run
+// warmLocked reads, for up to warmAhead deadlines of l due at now from t
+// on, before any is acted on, what acting on them misses most: the key's
+// entry, its holder's state and, for a revocation, the entry's bucket; it
+// returns how many deadlines it read for (at least one: t is due). When
+// many deadlines fall due at once (a million pending leases are far
+// larger than the caches and the TLB), acting on one after another, each
+// one's misses wait for the last one's: read in a loop that does nothing
+// else, they are in flight together. On a million maxHolds due in 100 ms (go run ./bench -run
 // deadlines, a 2-core VM), with the shard's chains kept in the order of
 // insertion: 600 → 360 ns of the timer goroutine per revocation, most of
 // what is left the walk of the list itself, one ticket after another.

@@ -262,6 +262,37 @@ func TestAllLockedMayDelete(t *testing.T) {
 	assert.Equal(t, 0, sh.LenLocked())
 }
 
+// TestAllLockedShrinksKeepingWhatStays: a walk that deletes most entries
+// shrinks the buckets by several halvings at once, once it is over, and
+// every entry left is still found.
+func TestAllLockedShrinksKeepingWhatStays(t *testing.T) {
+	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
+	sh.Lock()
+	defer sh.Unlock()
+	hash := func(i int) uint64 { return uint64(i) * 0x9E3779B97F4A7C15 }
+	for i := range 200 {
+		insert(sh, hash(i), "l", fmt.Sprint(i))
+	}
+	require.Equal(t, 256, sh.BucketsLocked())
+	var kept []int
+	sh.AllLocked(func(e *shard.Entry[*holder, *ticket]) bool {
+		var i int
+		fmt.Sscan(e.Holder.key, &i)
+		if i%40 == 0 {
+			kept = append(kept, i)
+		} else {
+			remove(sh, e)
+		}
+		return true
+	})
+	require.Len(t, kept, 5)
+	assert.Equal(t, 32, sh.BucketsLocked(), "three halvings at once")
+	assert.Equal(t, 5, sh.LenLocked())
+	for _, i := range kept {
+		assert.NotNil(t, lookup(sh, hash(i), "l", fmt.Sprint(i)), "entry %d", i)
+	}
+}
+
 func TestFencesStartAboveSeedAndIncrease(t *testing.T) {
 	tb := shard.NewTable[*holder, *ticket](4, 1000)
 	for i := 0; i < tb.Len(); i++ {

@@ -157,9 +157,10 @@ func (s *Shard[H, T]) InsertLocked(h uint64) *Entry[H, T] {
 		e = new(Entry[H, T])
 	}
 	e.hash = h
-	// At the chain's end, which the failed lookup before this walked: the
-	// chain is in the order of insertion, and an entry deleted in that
-	// order (deadlines fire oldest first) is found first in its chain.
+	// At the chain's end, which the failed lookup before this walked:
+	// entries stand in their chain in the order they came (but where a
+	// shrink put one chain after another), so an entry deleted in that
+	// order, as deadlines fire, oldest first, is mostly first in its chain.
 	p := &s.buckets[h&uint64(len(s.buckets)-1)]
 	for *p != nil {
 		p = &(*p).next
@@ -199,8 +200,8 @@ func (s *Shard[H, T]) DeleteLocked(e *Entry[H, T]) {
 	}
 }
 
-// WarmLocked reads what DeleteLocked(e) reads, e's bucket and the chain
-// ahead of e in it, and returns a sum of it for the caller to keep (a read
+// WarmLocked reads what DeleteLocked(e) reads besides e itself, e's
+// bucket and the chain ahead of e in it, and returns a sum of it for the caller to keep (a read
 // whose result is dropped may be dropped). For a caller about to act on
 // many entries of a large table: read for all of them in one loop first,
 // their cache misses are in flight together instead of one after another.
@@ -213,22 +214,23 @@ func (s *Shard[H, T]) WarmLocked(e *Entry[H, T]) uintptr {
 	return sum
 }
 
-// resizeLocked moves every entry into a new array of size buckets, twice
-// or half as many, keeping each chain in the order of insertion: growing
-// splits each chain in two; halving puts the chain of bucket i+size after
-// that of bucket i, which reads only the entries of the first (a shard is
-// halved when its chains are mostly empty, and its entries, in a large
-// table, are cache misses).
+// resizeLocked moves every entry into a new array of size buckets, a
+// power of two times more or fewer. Growing splits each chain without
+// reordering it. Shrinking puts the chains of buckets i, i+size, i+2·size,
+// ... one after the other in bucket i, reading only the entries of all
+// but the last (a shard shrinks when its chains are mostly empty, and its
+// entries, in a large table, are cache misses).
 func (s *Shard[H, T]) resizeLocked(size int) {
 	buckets := make([]*Entry[H, T], size)
 	if size < len(s.buckets) {
 		for i := range buckets {
-			p := &s.buckets[i]
-			for *p != nil {
-				p = &(*p).next
+			p := &buckets[i]
+			for j := i; j < len(s.buckets); j += size {
+				for *p != nil {
+					p = &(*p).next
+				}
+				*p = s.buckets[j]
 			}
-			*p = s.buckets[i+size]
-			buckets[i] = s.buckets[i]
 		}
 		s.buckets = buckets
 		return
