@@ -468,10 +468,11 @@ const warmAhead = 16
 // many deadlines fall due at once (a million pending leases are far
 // larger than the caches and the TLB), acting on one after another, each
 // one's misses wait for the last one's: read in a loop that does nothing
-// else, they are in flight together. On a million maxHolds due in 100 ms (go run ./bench -run
-// deadlines, a 2-core VM), with the shard's chains kept in the order of
-// insertion: 600 → 360 ns of the timer goroutine per revocation, most of
-// what is left the walk of the list itself, one ticket after another.
+// else, they are in flight together. On a million maxHolds due in 100 ms
+// (go run ./bench -run deadlines, a 2-core VM), with the shard's chains
+// mostly in the order of insertion: 600 → 360 ns of the timer goroutine
+// per revocation, most of what is left the walk of the list itself, one
+// ticket after another.
 func (f *firing) warmLocked(sh *keyShard, l *deadlineList, t *ticket, now time.Duration) int {
 	var ahead [warmAhead]*keyEntry
 	n := 0

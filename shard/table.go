@@ -201,11 +201,11 @@ func (s *Shard[H, T]) DeleteLocked(e *Entry[H, T]) {
 }
 
 // WarmLocked reads what DeleteLocked(e) reads besides e itself, e's
-// bucket and the chain ahead of e in it, and returns a sum of it for the caller to keep (a read
-// whose result is dropped may be dropped). For a caller about to act on
-// many entries of a large table: read for all of them in one loop first,
-// their cache misses are in flight together instead of one after another.
-// It changes nothing.
+// bucket and the chain ahead of e in it, and returns a sum of what it
+// read for the caller to keep (a read whose result is dropped may be
+// dropped). For a caller about to act on many entries of a large table:
+// read for all of them in one loop first, their cache misses are in
+// flight together instead of one after another. It changes nothing.
 func (s *Shard[H, T]) WarmLocked(e *Entry[H, T]) uintptr {
 	var sum uintptr
 	for p := s.buckets[e.hash&uint64(len(s.buckets)-1)]; p != e && p != nil; p = p.next {
