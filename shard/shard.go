@@ -24,9 +24,8 @@
 // they are let go). Taking an entry out unlinks it from a chain of about
 // one, where the oldest mostly stands first (as deadlines fire, oldest
 // first): no probe of a map, whose lines are cold when a shard holds many
-// keys. A Go map here cost a hold of a
-// free key 14 % (an insert and a delete) and a revocation among a
-// million held keys most of its time.
+// keys. A Go map here cost a hold of a free key 14 % (an insert and a
+// delete) and a revocation among a million held keys most of its time.
 // A resize moves every entry of the shard under its mutex at once, where
 // a Go map grows piecemeal: with 256 shards, a million keys held make a
 // resize of about 4,000 entries (tens of microseconds); a store of few
