@@ -56,12 +56,15 @@
 // one timer per list, for its head, re-armed when it fires: a head that
 // left early costs one wake-up at its old instant, never an early one.
 // Past a shard's first eight durations, its deadlines share a list per
-// tick they fall due in, fired whole at the tick's end. The timer goroutine takes the due lists from the wheel under
-// the wheel's mutex, lets it go, and fires each list under its shard's
-// mutex, acting on every deadline of it that is due; many due lists are
-// shared with helper goroutines.
+// tick they fall due in, fired whole at the tick's end. The timer
+// goroutine takes the due lists from the wheel under the wheel's mutex,
+// lets it go, and fires the lists four at a time under their shards'
+// mutexes, acting on every deadline of them that is due; many due lists
+// are shared with helper goroutines.
 //
-// Lock order: a shard's mutex, then the wheel's, never the other way. No
+// Lock order: a shard's mutex, then the wheel's, never the other way.
+// Only the goroutines that fire hold several shards' mutexes at once, and
+// they take all but the first with TryLock, never waiting for one. No
 // code of the caller runs under either, nor on the timer goroutine: not fn,
 // and not the methods of the caller's context. Revoking a lease settles its
 // context under the shard's mutex (no allocation unless fn built a real

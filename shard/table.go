@@ -126,6 +126,12 @@ func (s *Shard[H, T]) Lock() { s.mu.Lock() }
 // Unlock unlocks the shard's mutex.
 func (s *Shard[H, T]) Unlock() { s.mu.Unlock() }
 
+// TryLock locks the shard's mutex if it is free, and reports whether it
+// did. It never waits, so a goroutine that holds one shard may take
+// another with it without an order among shards: a user that holds
+// several must have taken all but the first this way.
+func (s *Shard[H, T]) TryLock() bool { return s.mu.TryLock() }
+
 // LenLocked returns the number of keys with an entry on the shard.
 func (s *Shard[H, T]) LenLocked() int { return int(s.n) }
 
