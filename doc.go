@@ -58,19 +58,21 @@
 // Past a shard's first eight durations, its deadlines share a list per
 // tick they fall due in, fired whole at the tick's end. The timer
 // goroutine takes the due lists from the wheel under the wheel's mutex,
-// lets it go, and fires the lists four at a time under their shards'
-// mutexes, acting on every deadline of them that is due; many due lists
-// are shared with helper goroutines.
+// lets it go, and fires the lists of waits and maxHolds up to four at a
+// time under their shards' mutexes (a session's ttl group alone), acting
+// on their deadlines due by then, in each list's order, up to the first
+// not yet due; many due lists are shared with helper goroutines.
 //
-// Lock order: a shard's mutex, then the wheel's, never the other way.
-// Only the goroutines that fire hold several shards' mutexes at once, and
-// they take all but the first with TryLock, never waiting for one. No
-// code of the caller runs under either, nor on the timer goroutine: not fn,
-// and not the methods of the caller's context. Revoking a lease settles its
-// context under the shard's mutex (no allocation unless fn built a real
-// context) and cancels the real context, if any, afterwards; that real
-// context derives from context.WithoutCancel of the caller's, following it
-// with context.AfterFunc, so cancelling it calls nothing of the caller's.
+// Lock order: a shard's mutex, then a session's, then the wheel's, never
+// the other way. Only the goroutines that fire hold several shards'
+// mutexes at once, and they take all but the first with TryLock, never
+// waiting for a shard while they hold one. No code of the caller runs
+// under any of them, nor on the timer goroutine: not fn, and not the
+// methods of the caller's context. Revoking a lease settles its context
+// under the shard's mutex (no allocation unless fn built a real context)
+// and cancels the real context, if any, afterwards; that real context
+// derives from context.WithoutCancel of the caller's, following it with
+// context.AfterFunc, so cancelling it calls nothing of the caller's.
 //
 // Costs: a hold of a free key is one hash, one insert into and one delete
 // from its shard's hash table (a bucket's chain of about one entry), the

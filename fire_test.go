@@ -12,11 +12,12 @@ import (
 	"github.com/holdline/locks/shard"
 )
 
-// TestFireTogetherPassesBusyShards: lists fired together (fire) whose
-// shard another goroutine holds are fired after the others, alone, once
-// the shard is free; the others' revocations and handoffs are not held
-// up by them, and two lists of one shard fire under one acquisition of
-// its mutex, the first's handoff taking the second's deadline out of it.
+// TestFireTogetherPassesBusyShards: a list fired together with others
+// (fire), not the first, whose shard another goroutine holds is fired
+// after the others, alone, once the shard is free; the others'
+// revocations and handoffs are not held up by it, and two lists of one
+// shard fire under one acquisition of its mutex, the first's handoff
+// taking the second's deadline out of it.
 func TestFireTogetherPassesBusyShards(t *testing.T) {
 	st := NewStore()
 	defer st.Close()

@@ -64,7 +64,9 @@ type deadlineList struct {
 	n          int
 	// armed: the wheel holds a timer for this list, or the timer goroutine
 	// has taken it from the wheel and will look at the list (and re-arm it)
-	// under the shard's mutex. Cleared only there, when the list is empty.
+	// under the shard's mutex. Cleared under the shard's mutex: when the
+	// list is found empty, and for a list by tick once its timer is out of
+	// the wheel (taken to fire, or cancelled as the list empties).
 	armed bool
 	timer timerwheel.Timer[*deadlineList] // guarded by the store's timers mutex
 	grp   *ttlGroup                       // for forTTL: the session's group whose timer this is
@@ -425,11 +427,13 @@ func (s *store) fireLists(due []*timerwheel.Timer[*deadlineList], now time.Durat
 // head, and then sends the wake-ups and cancels the revoked leases'
 // contexts.
 //
-// It waits for the first list's shard only. It takes the other lists'
-// shards with TryLock, never waiting while it holds a shard, so holding
-// several cannot deadlock (no other path holds two, and none waits for a
-// shard while it holds the wheel's mutex or a session's); a list whose
-// shard is busy fires after the others, alone.
+// It waits for the first list's shard only, holding none. It takes the
+// other lists' shards with TryLock, never waiting for a shard while it
+// holds one, so holding several cannot deadlock (only the goroutines that
+// fire hold two or more, each this way, and no path waits for a shard
+// while it holds the wheel's mutex or a session's); a list whose shard is
+// busy fires after the others, alone. A burst of deadlines keeps each
+// shard of a group locked while the group's other lists are acted on too.
 func (s *store) fire(ls []*deadlineList, now time.Duration, f *firing) {
 	var held, busy [fireTogether]*deadlineList
 	var locked [fireTogether]*keyShard
@@ -574,8 +578,9 @@ func (f *firing) warmLocked(ls []*deadlineList, now time.Duration, warm *[fireTo
 	return any
 }
 
-// firing is what firing one list leaves to do once its shard's mutex is
-// let go: wake-ups to send and leases to cancel. Reused from list to list.
+// firing is what firing a group of lists leaves to do once their shards'
+// mutexes are let go: wake-ups to send and leases to cancel. Reused from
+// group to group.
 type firing struct {
 	wake []wakeup
 	lose []*holdContext
@@ -588,7 +593,7 @@ type wakeup struct {
 }
 
 // flush sends the wake-ups and cancels the revoked leases' contexts, once
-// the shard's mutex is let go.
+// the shards' mutexes are let go.
 func (f *firing) flush() {
 	for _, w := range f.wake {
 		w.ready <- w.st
