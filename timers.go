@@ -546,7 +546,7 @@ func (f *firing) warmLocked(ls []*deadlineList, now time.Duration, warm *[fireTo
 	for i, l := range ls {
 		next[i], warm[i] = l.head, 0
 	}
-	any := false
+	due := false
 	for k := range warmAhead {
 		more := false
 		for i := range ls {
@@ -561,7 +561,7 @@ func (f *firing) warmLocked(ls []*deadlineList, now time.Duration, warm *[fireTo
 		if !more {
 			break
 		}
-		any = true
+		due = true
 	}
 	var sum uintptr
 	for i, l := range ls {
@@ -575,7 +575,7 @@ func (f *firing) warmLocked(ls []*deadlineList, now time.Duration, warm *[fireTo
 		}
 	}
 	f.sink = sum
-	return any
+	return due
 }
 
 // firing is what firing a group of lists leaves to do once their shards'
