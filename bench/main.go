@@ -304,7 +304,8 @@ func repetition(c config, sc Scenario, env *Env, peers []Peer, cpu, rep int) ([]
 }
 
 // summarize closes the run with one line per scenario: how many of the
-// project's targets for locks were met, missed, or not measured.
+// project's targets for locks were met, missed (and of those, how many
+// the floor of the contract missed too), or not measured.
 func summarize(w io.Writer, scs []Scenario, verdicts map[string][]Verdict) {
 	fmt.Fprintln(w, "\n== summary: the project's targets for locks (figures and gaps above)")
 	for _, sc := range scs {
@@ -316,7 +317,7 @@ func summarize(w io.Writer, scs []Scenario, verdicts map[string][]Verdict) {
 			fmt.Fprintf(w, "  %-16s figures only, no target\n", sc.Name)
 			continue
 		}
-		var met, missed, unmeasured, unchecked int
+		var met, missed, unreached, unmeasured, unchecked int
 		for _, v := range vs {
 			switch {
 			case v.Unchecked:
@@ -327,9 +328,15 @@ func summarize(w io.Writer, scs []Scenario, verdicts map[string][]Verdict) {
 				met++
 			default:
 				missed++
+				if v.OutOfReach {
+					unreached++
+				}
 			}
 		}
 		fmt.Fprintf(w, "  %-16s %d met, %d missed", sc.Name, met, missed)
+		if unreached > 0 {
+			fmt.Fprintf(w, " (%d out of reach: the floor missed too)", unreached)
+		}
 		if unmeasured > 0 {
 			fmt.Fprintf(w, ", %d not measured", unmeasured)
 		}

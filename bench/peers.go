@@ -28,8 +28,8 @@ const (
 	Floor
 	// Contract peers are floors of the contract: keyed locks doing only
 	// the work no implementation of the contract can skip (peers_contract.go).
-	// Nobody would pick one, so they are never the best correct peer; they
-	// are the reference of the ×floor ratio.
+	// Nobody would pick one, so they are never the best correct peer;
+	// floor-contract is the reference of the ×floor ratio.
 	Contract
 	// Variant rows are locks with another option, shown beside it to say
 	// what the option costs. Never a reference.
@@ -44,7 +44,7 @@ func (c Class) Mark() string {
 	case Floor:
 		return "floor: one lock for every key"
 	case Contract:
-		return "floor of the contract: the ×floor reference"
+		return "floor of the contract"
 	case Variant:
 		return "locks with another option: what the option costs"
 	}

@@ -106,11 +106,13 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 	primary := sc.Columns[0].Key
 	fmt.Fprintf(w, "\n== scenario=%s: %s\n", sc.Name, sc.Title)
 	width := 0
-	var floors []string // the floors of the contract, the ×floor reference first
+	var floors []string // the floors of the contract
+	hasRef := false     // whether floor-contract, the ×floor reference, is among them
 	for _, p := range sc.Peers {
 		width = max(width, len(p.Name))
 		if p.Class == Contract {
 			floors = append(floors, p.Name)
+			hasRef = hasRef || p.Name == contractName
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -123,7 +125,7 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 	} else {
 		fmt.Fprint(tw, "×best\t")
 	}
-	if len(floors) > 0 {
+	if hasRef {
 		fmt.Fprint(tw, "×floor\t")
 	}
 	fmt.Fprint(tw, " \n")
@@ -140,11 +142,7 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 			figure, ok = valid(rows[sc.Versus], primary)
 			lines = append(lines, versusLines(sc, cpu, rows)...)
 		}
-		floor, floorFig, hasFloor := "", 0.0, false
-		if len(floors) > 0 {
-			floor = floors[0]
-			floorFig, hasFloor = valid(rows[floor], primary)
-		}
+		floorFig, hasFloor := valid(rows[contractName], primary)
 		for _, p := range sc.Peers {
 			s, has := rows[p.Name]
 			if !has {
@@ -159,7 +157,7 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 				}
 			}
 			fmt.Fprint(tw, ratio(s[primary], figure, ok))
-			if len(floors) > 0 {
+			if hasRef {
 				fmt.Fprint(tw, ratio(s[primary], floorFig, hasFloor))
 			}
 			fmt.Fprintf(tw, " %s\n", marks(p, s, p.Name == best))
@@ -257,6 +255,9 @@ func marks(p Peer, s Sample, best bool) string {
 		m = append(m, "<- best correct peer")
 	}
 	if c := p.Class.Mark(); c != "" {
+		if p.Name == contractName {
+			c += ": the ×floor reference"
+		}
 		m = append(m, c)
 	}
 	for _, k := range []string{"lost-updates", "timeouts", "overran"} {

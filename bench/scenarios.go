@@ -193,7 +193,7 @@ var nsCols = []Column{
 func Scenarios() []Scenario {
 	// floor-contract+wait and floor-contract+wait+checks differ from
 	// floor-contract only in how a hold waits and in Hold's per-call work:
-	// they are shown where holds wait, in hotkey.
+	// they are shown where holds wait, in hotkey and hotkey-deadline.
 	isWaitFloor := func(p Peer) bool { return p.Name == waitFloorName || p.Name == checkedFloorName }
 	all := filter(Peers(), func(p Peer) bool { return !isWaitFloor(p) })
 	waitFloors := filter(Peers(), isWaitFloor)
@@ -224,10 +224,13 @@ func Scenarios() []Scenario {
 				"(the runtime timer locks' wheel keeps pending is the process's: every peer of this run shares its cost alike).",
 			}},
 		{Name: "hotkey-deadline", Title: "the same, every hold bounded by a 10 s wait (peers: context.WithTimeout)",
-			Columns: nsCols, Peers: waits, PerP: 8, Load: func(env *Env, l Locker) Load { return hotKey(env, l, true) },
+			Columns: nsCols, Peers: append(slices.Clone(waits), waitFloors...), PerP: 8, Load: func(env *Env, l Locker) Load { return hotKey(env, l, true) },
 			Notes: []string{
 				"chanmap selects on its channel and a context.WithTimeout (chanmap+WithTimeout); " + names(unbounded) + " cannot bound a wait: not shown.",
 				"floor-contract bounds no wait; locks arms its 10 s wait in hotkey too, so its ×floor there covers the bounded wait.",
+				"floor-contract+wait and floor-contract+wait+checks run their Hold, as in hotkey: each waiter already stands in its shard's",
+				"list of deadlines for a 10 s wait (they fire none: on a hot key none comes due). They are here so that the target's floor,",
+				"what those floors read against chanmap+WithTimeout, is measured beside it in the same run.",
 			}},
 		{Name: "maxhold", Title: "uncontended holds with a 1-minute maxHold armed (peers: time.AfterFunc, then Stop)",
 			Columns: nsCols, Peers: all, Load: func(env *Env, l Locker) Load { return walk(env, l, time.Minute) },
@@ -320,8 +323,9 @@ const hotYield = 32
 // hotKey is the hot-key scenario: every worker (8 per P) holds one key,
 // incrementing a plain counter under it. The counter must end at the
 // number of grants: a lost update is reported as "lost-updates". With
-// wait, every hold is bounded by deadlineWait; a wait that ran out is
-// reported as "timeouts".
+// wait, every hold is bounded by deadlineWait, through HoldWait, or, for
+// the wait floors, which are not Waiters, through Hold, which stands in
+// line for deadlineWait; a wait that ran out is reported as "timeouts".
 func hotKey(env *Env, l Locker, wait bool) Load {
 	key := env.Keys[0]
 	count := 0 // guarded by the key
@@ -336,7 +340,12 @@ func hotKey(env *Env, l Locker, wait bool) Load {
 			if !wait {
 				return func() { l.Hold(key, fn) }
 			}
-			w := l.(Waiter) // only the peers that bound a wait run this
+			w, ok := l.(Waiter)
+			if !ok {
+				// The wait floors: their Hold stands in line as a wait of
+				// deadlineWait does (see hotkey-deadline's notes).
+				return func() { l.Hold(key, fn) }
+			}
 			return func() {
 				if !w.HoldWait(key, deadlineWait, fn) {
 					timeouts.Add(1)

@@ -59,15 +59,15 @@ func TestCheck(t *testing.T) {
 		value    float64
 		gap      string
 	}{
-		{Target{"s", "ns/op", "moby-locker", 0.6, "", 0}, true, true, 0.6, "met"},
-		{Target{"s", "ns/op", "moby-locker", 0.5, "", 0}, true, false, 0.6, "locks needs 1.20× less ns/op"},
-		{Target{"s", "ns/op", "semaphore", 1.15, "", 0}, true, false, 60.0 / 52.15, "MISSED: 1.1505× > 1.15×, locks needs 1.0005× less ns/op"},
-		{Target{"s", "allocs/op", "", 1, "", 0}, true, true, 1, "met"},
-		{Target{"s", "allocs/op", "", 0, "", 0}, true, false, 1, "MISSED by 1 allocs/op"},
-		{Target{"s", "B/held", "", 96, "", 0}, true, false, 120, "by 24"},
-		{Target{"s", "B/pending", "", 48, "", 0}, true, false, 48.0005, "MISSED: 48.0005 > 48 B/pending"},
-		{Target{"s", "ns/op", "chanmap", 1, "", 0}, false, false, 0, "no valid figure for chanmap"},
-		{Target{"s", "worst/mean", "", 2, "", 0}, false, false, 0, "not measured"},
+		{Target{"s", "ns/op", "moby-locker", 0.6, "", 0, ""}, true, true, 0.6, "met"},
+		{Target{"s", "ns/op", "moby-locker", 0.5, "", 0, ""}, true, false, 0.6, "locks needs 1.20× less ns/op"},
+		{Target{"s", "ns/op", "semaphore", 1.15, "", 0, ""}, true, false, 60.0 / 52.15, "MISSED: 1.1505× > 1.15×, locks needs 1.0005× less ns/op"},
+		{Target{"s", "allocs/op", "", 1, "", 0, ""}, true, true, 1, "met"},
+		{Target{"s", "allocs/op", "", 0, "", 0, ""}, true, false, 1, "MISSED by 1 allocs/op"},
+		{Target{"s", "B/held", "", 96, "", 0, ""}, true, false, 120, "by 24"},
+		{Target{"s", "B/pending", "", 48, "", 0, ""}, true, false, 48.0005, "MISSED: 48.0005 > 48 B/pending"},
+		{Target{"s", "ns/op", "chanmap", 1, "", 0, ""}, false, false, 0, "no valid figure for chanmap"},
+		{Target{"s", "worst/mean", "", 2, "", 0, ""}, false, false, 0, "not measured"},
 	} {
 		v := Check(tc.t, 2, fullScale, rows)
 		if v.Measured != tc.measured || v.Met != tc.met || (tc.measured && v.Value != tc.value) || !strings.Contains(v.Gap, tc.gap) {
@@ -79,14 +79,14 @@ func TestCheck(t *testing.T) {
 
 func TestCheckRefusesNonPositiveRatio(t *testing.T) {
 	rows := map[string]Sample{"locks": {"ns/op": -3}, "chanmap": {"ns/op": 10}}
-	if v := Check(Target{"s", "ns/op", "chanmap", 1, "", 0}, 1, fullScale, rows); v.Measured || v.Met {
+	if v := Check(Target{"s", "ns/op", "chanmap", 1, "", 0, ""}, 1, fullScale, rows); v.Measured || v.Met {
 		t.Errorf("a negative difference met its ratio target: %+v", v)
 	}
 }
 
 func TestCheckRefusesFailedLocks(t *testing.T) {
 	rows := map[string]Sample{"locks": {"ns/op": 1, "lost-updates": 2}, "chanmap": {"ns/op": 10}}
-	if v := Check(Target{"s", "ns/op", "chanmap", 1, "", 0}, 1, fullScale, rows); v.Measured || v.Met {
+	if v := Check(Target{"s", "ns/op", "chanmap", 1, "", 0, ""}, 1, fullScale, rows); v.Measured || v.Met {
 		t.Errorf("a failed locks row met its target: %+v", v)
 	}
 }
@@ -108,6 +108,9 @@ func TestEveryTargetNamesAScenarioColumnAndPeer(t *testing.T) {
 		}
 		if !col {
 			t.Errorf("target %q: scenario %s has no column %q", tg.Text, tg.Scenario, tg.Metric)
+		}
+		if tg.Floor != "" && !slices.ContainsFunc(sc.Peers, func(p Peer) bool { return p.Name == tg.Floor && p.Class == Contract }) {
+			t.Errorf("target %q: %s is not a floor of the contract in scenario %s", tg.Text, tg.Floor, tg.Scenario)
 		}
 		if tg.Ref == "" {
 			continue
@@ -213,16 +216,25 @@ func TestTableMarksAndRatios(t *testing.T) {
 }
 
 // TestTableWithoutFloor checks that a scenario without the floor of the
-// contract (hotkey-deadline: it bounds no wait) has no ×floor column.
+// contract (hotkey-deadline: it bounds no wait) has no ×floor column, and
+// that the floors it has are not taken for the ×floor reference.
 func TestTableWithoutFloor(t *testing.T) {
 	res := NewResults(Meta{CPUs: []int{2}})
-	sc := Scenario{Name: "hotkey-deadline", Title: "t", Columns: nsCols, Peers: testPeers[:2]}
+	peers := append(slices.Clone(testPeers[:2]), Peer{Name: checkedFloorName, Class: Contract})
+	sc := Scenario{Name: "hotkey-deadline", Title: "t", Columns: nsCols, Peers: peers}
 	res.Add(sc.Name, "locks", 2, Sample{"ns/op": 30})
 	res.Add(sc.Name, "mutexmap", 2, Sample{"ns/op": 100})
+	res.Add(sc.Name, checkedFloorName, 2, Sample{"ns/op": 20})
 	var out bytes.Buffer
 	res.Table(&out, sc)
-	if strings.Contains(out.String(), "×floor") || strings.Contains(out.String(), contractName) {
-		t.Errorf("a table without the floor mentions it:\n%s", out.String())
+	text := out.String()
+	if strings.Contains(text, "×floor") || strings.Contains(text, "reference") || strings.Contains(text, contractName+" ") {
+		t.Errorf("a table without floor-contract mentions it:\n%s", text)
+	}
+	for _, want := range []string{"floor of the contract", "cpu=2: locks is 1.50× floor-contract+wait+checks"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("table lacks %q:\n%s", want, text)
+		}
 	}
 }
 
@@ -344,7 +356,7 @@ func TestRunThatMatchesNothingIsRefused(t *testing.T) {
 
 func TestCheckLeavesATargetOfAnotherSizeUnchecked(t *testing.T) {
 	rows := map[string]Sample{"locks": {"late-max-ms": 9.8}, "time.AfterFunc": {"late-max-ms": 4.6}}
-	tg := Target{"s", "late-max-ms", "time.AfterFunc", 0.25, "", fullScale}
+	tg := Target{"s", "late-max-ms", "time.AfterFunc", 0.25, "", fullScale, ""}
 	v := Check(tg, 2, 100_000, rows)
 	if !v.Unchecked || v.Measured || v.Met || !strings.Contains(v.Gap, "not checked: stated for -size 1000000, this run has 100000") {
 		t.Errorf("Check at N = 100,000 of a target for 1,000,000 = %+v, want unchecked", v)
@@ -410,5 +422,50 @@ func TestHeaderSaysWhenTheScaleIsDown(t *testing.T) {
 		if got := strings.Contains(b.String(), "scaled down from 1000000"); got != tc.down {
 			t.Errorf("Header of %+v says scaled down %v, want %v:\n%s", tc.m, got, tc.down, b.String())
 		}
+	}
+}
+
+// TestCheckSaysWhereTheFloorStands checks a target with a Floor: the
+// floor's ratio is taken as locks' is, and a target the floor misses too
+// is missed and out of reach, and counted so in the summary.
+func TestCheckSaysWhereTheFloorStands(t *testing.T) {
+	tg := Target{"s", "ns/op", "chanmap", 1.5, "", 0, checkedFloorName}
+	for _, tc := range []struct {
+		floor      float64 // the floor's ns/op; chanmap's is 100
+		floorValue float64
+		outOfReach bool
+		gap        string
+	}{
+		{140, 1.4, false, "MISSED: 1.80× > 1.50×, locks needs 1.20× less ns/op (the floor, floor-contract+wait+checks: 1.40×)"},
+		{160, 1.6, true, "MISSED: 1.80× > 1.50×, locks needs 1.20× less ns/op; out of reach in this run: the floor, floor-contract+wait+checks, reads 1.60× itself"},
+	} {
+		rows := map[string]Sample{"locks": {"ns/op": 180}, "chanmap": {"ns/op": 100}, checkedFloorName: {"ns/op": tc.floor}}
+		v := Check(tg, 1, fullScale, rows)
+		if !v.Measured || v.Met || v.FloorValue != tc.floorValue || v.OutOfReach != tc.outOfReach || v.Gap != tc.gap {
+			t.Errorf("floor at %v ns/op: Check = %+v, want missed, floor %v, out of reach %v, gap %q", tc.floor, v, tc.floorValue, tc.outOfReach, tc.gap)
+		}
+		var b strings.Builder
+		summarize(&b, []Scenario{{Name: "s"}}, map[string][]Verdict{"s": {v}})
+		want := "s                0 met, 1 missed\n"
+		if tc.outOfReach {
+			want = "s                0 met, 1 missed (1 out of reach: the floor missed too)\n"
+		}
+		if !strings.HasSuffix(b.String(), want) {
+			t.Errorf("summary:\n%s\nwant it to end %q", b.String(), want)
+		}
+	}
+
+	// Met with the floor beside it; no floor figure, no word of it.
+	rows := map[string]Sample{"locks": {"ns/op": 120}, "chanmap": {"ns/op": 100}, checkedFloorName: {"ns/op": 110}}
+	if v := Check(tg, 1, fullScale, rows); !v.Met || v.OutOfReach || v.Gap != "met: 1.20× ≤ 1.50× (the floor, floor-contract+wait+checks: 1.10×)" {
+		t.Errorf("Check = %+v, want met with the floor at 1.10×", v)
+	}
+	delete(rows, checkedFloorName)
+	if v := Check(tg, 1, fullScale, rows); !v.Met || v.FloorValue != 0 || strings.Contains(v.Gap, "floor") {
+		t.Errorf("Check without the floor's figure = %+v, want met and no floor", v)
+	}
+	rows[checkedFloorName] = Sample{"ns/op": 200, "lost-updates": 1} // a broken floor says nothing
+	if v := Check(tg, 1, fullScale, rows); v.FloorValue != 0 || v.OutOfReach {
+		t.Errorf("Check with a failed floor = %+v, want no floor", v)
 	}
 }
