@@ -416,7 +416,7 @@ func (r *Results) Markdown(scs []Scenario, verdicts map[string][]Verdict) string
 		}
 	}
 	if footnote {
-		b.WriteString("\n¹ no floor-contract in this scenario (it bounds no wait): ratios to the best correct peer of the row.\n")
+		b.WriteString("\n¹ no floor-contract in this scenario (it bounds no wait): ratios to the best correct peer of the row; the `chanmap` column is `chanmap+WithTimeout` there.\n")
 	}
 	return b.String()
 }
