@@ -77,9 +77,11 @@ type Verdict struct {
 	Unchecked bool `json:"unchecked,omitempty"`
 	// Met reports whether Value is within the target.
 	Met bool `json:"met"`
-	// FloorValue is the target's Floor's figure, or ratio, where the target
-	// has one and the run measured it; 0 otherwise.
-	FloorValue float64 `json:"floorValue,omitempty"`
+	// FloorMeasured reports whether the target has a Floor and the run has
+	// a valid figure for it; FloorValue is then its figure, or its ratio
+	// to Ref's, taken as Value is.
+	FloorMeasured bool    `json:"floorMeasured,omitempty"`
+	FloorValue    float64 `json:"floorValue,omitempty"`
 	// OutOfReach reports that the Floor missed the target too in this run:
 	// no implementation of the contract could have met it here. The
 	// target still counts as missed.
@@ -129,7 +131,7 @@ func Check(t Target, cpu, n int, rows map[string]Sample) Verdict {
 	v.Met = within(t, v.Value)
 	v.Gap = gap(t, v.Value, v.Met)
 	if f, ok := floorValue(t, rows); ok {
-		v.FloorValue, v.OutOfReach = f, !within(t, f)
+		v.FloorMeasured, v.FloorValue, v.OutOfReach = true, f, !within(t, f)
 		if v.OutOfReach {
 			v.Gap += fmt.Sprintf("; out of reach in this run: the floor, %s, reads %s itself", t.Floor, figure(t, f))
 		} else {
@@ -147,17 +149,17 @@ func within(t Target, value float64) bool {
 
 // floorValue returns t.Floor's figure for t, a ratio to t.Ref's where t has
 // one, as Check takes locks'; ok is false when t has no Floor or the run
-// has no valid figure for it or for t.Ref.
+// has no valid figure for it or for t.Ref (a ratio needs both positive).
 func floorValue(t Target, rows map[string]Sample) (value float64, ok bool) {
 	if t.Floor == "" || failed(rows[t.Floor]) {
 		return 0, false
 	}
-	if value, ok = rows[t.Floor][t.Metric]; !ok || value <= 0 {
+	if value, ok = rows[t.Floor][t.Metric]; !ok {
 		return 0, false
 	}
 	if t.Ref != "" {
 		ref, ok := rows[t.Ref][t.Metric]
-		if !ok || ref <= 0 || failed(rows[t.Ref]) {
+		if !ok || ref <= 0 || value <= 0 || failed(rows[t.Ref]) {
 			return 0, false
 		}
 		value /= ref
@@ -165,11 +167,15 @@ func floorValue(t Target, rows map[string]Sample) (value float64, ok bool) {
 	return value, true
 }
 
-// figure prints a value of t's: a ratio with its ×, or a figure with its
-// unit.
+// figure prints a value of t's: a ratio with its × (four digits where two
+// would print the bound itself, as gap does), or a figure with its unit.
 func figure(t Target, value float64) string {
 	if t.Ref != "" {
-		return fmt.Sprintf("%.2f×", value)
+		digits := 2
+		if fmt.Sprintf("%.2f", value) == fmt.Sprintf("%.2f", t.Max) && !within(t, value) {
+			digits = 4
+		}
+		return fmt.Sprintf("%.*f×", digits, value)
 	}
 	return fmt.Sprintf("%.4g %s", value, t.Metric)
 }

@@ -461,11 +461,26 @@ func TestCheckSaysWhereTheFloorStands(t *testing.T) {
 		t.Errorf("Check = %+v, want met with the floor at 1.10×", v)
 	}
 	delete(rows, checkedFloorName)
-	if v := Check(tg, 1, fullScale, rows); !v.Met || v.FloorValue != 0 || strings.Contains(v.Gap, "floor") {
+	if v := Check(tg, 1, fullScale, rows); !v.Met || v.FloorMeasured || strings.Contains(v.Gap, "floor") {
 		t.Errorf("Check without the floor's figure = %+v, want met and no floor", v)
 	}
 	rows[checkedFloorName] = Sample{"ns/op": 200, "lost-updates": 1} // a broken floor says nothing
-	if v := Check(tg, 1, fullScale, rows); v.FloorValue != 0 || v.OutOfReach {
+	if v := Check(tg, 1, fullScale, rows); v.FloorMeasured || v.OutOfReach {
 		t.Errorf("Check with a failed floor = %+v, want no floor", v)
+	}
+	rows[checkedFloorName] = Sample{"ns/op": 150.02} // just over the bound: printed so
+	if v := Check(tg, 1, fullScale, rows); !v.OutOfReach || !strings.HasSuffix(v.Gap, "reads 1.5002× itself") {
+		t.Errorf("Check with the floor just over the bound = %+v", v)
+	}
+
+	// A count: the floor's 0 is a figure, and meets a bound of 0.
+	count := Target{"s", "out-of-order-10us", "", 0, "", 0, contractName}
+	rows = map[string]Sample{"locks": {"out-of-order-10us": 66}, contractName: {"out-of-order-10us": 0}}
+	if v := Check(count, 2, fullScale, rows); v.Met || v.OutOfReach || !v.FloorMeasured || v.Gap != "MISSED by 66 out-of-order-10us (the floor, floor-contract: 0 out-of-order-10us)" {
+		t.Errorf("Check of a count with the floor at 0 = %+v", v)
+	}
+	rows[contractName]["out-of-order-10us"] = 2893
+	if v := Check(count, 2, fullScale, rows); v.Met || !v.OutOfReach || v.FloorValue != 2893 {
+		t.Errorf("Check of a count with the floor at 2893 = %+v, want out of reach", v)
 	}
 }
