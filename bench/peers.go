@@ -112,10 +112,11 @@ func Peers() []Peer {
 		{Name: "keymutex", Class: SharesKeys, About: "k8s.io/utils/keymutex.NewHashed(0): NumCPU mutexes", New: func() Locker { return adapt(hashedKeys{keymutex.NewHashed(0)}) }},
 		{Name: "floor-mutex", Class: Floor, About: "one sync.Mutex Lock/Unlock, keys ignored", New: func() Locker { return adapt(new(mutexFloor)) }},
 		{Name: "floor-cas", Class: Floor, About: "one atomic CompareAndSwap/Store pair, keys ignored", New: func() Locker { return adapt(new(casFloor)) }},
-		{Name: contractName, Class: Contract, FIFO: true, About: "only what the contract needs: hash, shard, entry, 128 B record, clock, fence; maxHold not armed", New: func() Locker { return newContractFloor(false) }},
+		{Name: contractName, Class: Contract, FIFO: true, About: "only what the contract needs: hash, shard, entry, 128 B record, clock, fence; maxHold not armed", New: func() Locker { return newContractFloor(recordDeadline) }},
 		{Name: waitFloorName, Class: Contract, FIFO: true, About: "the same, a waiter standing as a bounded wait must (hotkey only)", New: newWaitFloor},
 		{Name: checkedFloorName, Class: Contract, FIFO: true, About: "the same, with the rest of Hold's per-call work: checks, context, limits, deferred release (hotkey only)", New: newCheckedFloor},
-		{Name: contractAfterFuncName, Class: Contract, FIFO: true, About: "the same, a time.AfterFunc armed and stopped per maxHold", New: func() Locker { return newContractFloor(true) }},
+		{Name: contractAfterFuncName, Class: Contract, FIFO: true, About: "the same, a time.AfterFunc armed and stopped per maxHold", New: func() Locker { return newContractFloor(withAfterFunc) }},
+		{Name: listFloorName, Class: Contract, FIFO: true, About: "the same, each maxHold's deadline linked in its shard's list, no timer (maxhold only)", New: func() Locker { return newContractFloor(linkDeadline) }},
 	}
 	for i := range ps {
 		l := ps[i].New()
@@ -139,6 +140,7 @@ func names(peers []Peer) string {
 const (
 	contractName          = "floor-contract"
 	contractAfterFuncName = "floor-contract+AfterFunc"
+	listFloorName         = "floor-contract+list"
 	waitFloorName         = "floor-contract+wait"
 	checkedFloorName      = "floor-contract+wait+checks"
 )

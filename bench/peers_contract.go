@@ -33,6 +33,18 @@ import (
 // blocked receivers of a channel are served in the order they came, and
 // the holder letting go sends the next fence down it, so the key passes
 // straight to the head of the line. A free key never touches it.
+//
+// floor-contract+list is the floor of a hold with a maxHold: a deadline
+// that can be revoked must be found when it comes due, so the holder's
+// entry stands in its shard's list of maxHold deadlines while it holds,
+// linked under the shard's lock the grant takes anyway and unlinked under
+// the one the release takes; holds of one maxHold reach their deadlines in
+// the order they were granted, so the list is in deadline order. What it
+// leaves out, as floor-contract+wait does for a wait: firing, one timer
+// per list for its head, armed once while the list holds anyone, whose
+// cost per hold tends to nothing. A waiter granted links its entry under
+// the shard's lock once more (a library would do it at the handoff, under
+// the releaser's lock): the floor runs only where keys are free.
 
 // contractShards is the number of shards of the floor, the library's
 // default.
@@ -70,14 +82,19 @@ type contractEntry struct {
 	waiters int            // receivers that are or will be blocked on line
 	line    chan uint64    // made at the first waiter; carries the fence of a handoff
 	rec     *contractRecord
+	// In the shard's list of maxHold deadlines while linked
+	// (floor-contract+list).
+	dnext, dprev *contractEntry
+	linked       bool
 }
 
 type contractShardState struct {
-	mu    sync.Mutex
-	m     map[uint64]*contractEntry
-	free  *contractEntry
-	nfree int
-	fence uint64
+	mu           sync.Mutex
+	m            map[uint64]*contractEntry
+	free         *contractEntry
+	nfree        int
+	fence        uint64
+	dhead, dtail *contractEntry // the list of maxHold deadlines (floor-contract+list)
 }
 
 // contractShard is padded to whole 128-byte blocks, computed from its
@@ -87,18 +104,27 @@ type contractShard struct {
 	_ [(contractPad - unsafe.Sizeof(contractShardState{})%contractPad) % contractPad]byte
 }
 
-// contractFloor is the floor-contract peer; with afterFunc, the
-// floor-contract+AfterFunc peer, whose HoldMax arms and stops one
-// time.AfterFunc per hold.
+// contractMode is what a floor of the contract does for a maxHold.
+type contractMode int
+
+const (
+	recordDeadline contractMode = iota // floor-contract: it computes the deadline, nothing more
+	withAfterFunc                      // floor-contract+AfterFunc: and arms one time.AfterFunc
+	linkDeadline                       // floor-contract+list: and links the entry in its shard's list
+)
+
+// contractFloor is the floor-contract peer, or, by mode, the
+// floor-contract+AfterFunc or floor-contract+list one: they differ only in
+// HoldMax.
 type contractFloor struct {
-	shards    [contractShards]contractShard
-	name      string
-	nameHash  uint64
-	afterFunc bool
+	shards   [contractShards]contractShard
+	name     string
+	nameHash uint64
+	mode     contractMode
 }
 
-func newContractFloor(afterFunc bool) Locker {
-	f := &contractFloor{name: "invoices", afterFunc: afterFunc}
+func newContractFloor(mode contractMode) Locker {
+	f := &contractFloor{name: "invoices", mode: mode}
 	f.nameHash = xxhash.Sum64String(f.name) * 0x9E3779B97F4A7C15
 	for i := range f.shards {
 		f.shards[i].m = make(map[uint64]*contractEntry)
@@ -110,7 +136,8 @@ func (f *contractFloor) Hold(key string, fn func()) { f.hold(key, 0, fn) }
 
 // HoldMax of floor-contract only records the deadline: it is the hold a
 // maxHold must stay within 10 % of. floor-contract+AfterFunc also arms a
-// runtime timer, as the peers do.
+// runtime timer, as the peers do; floor-contract+list links the deadline
+// where it can be found (see the top of this file).
 func (f *contractFloor) HoldMax(key string, maxHold time.Duration, fn func()) {
 	f.hold(key, maxHold, fn)
 }
@@ -125,10 +152,14 @@ func (f *contractFloor) hold(key string, maxHold time.Duration, fn func()) {
 	sh.mu.Lock()
 	e := sh.lookup(h, key)
 	var fence uint64
+	link := maxHold > 0 && f.mode == linkDeadline
 	if e == nil {
 		e = sh.insert(h, key)
 		sh.fence++
 		fence = sh.fence
+		if link {
+			sh.link(e)
+		}
 		sh.mu.Unlock()
 	} else {
 		if e.line == nil {
@@ -137,12 +168,17 @@ func (f *contractFloor) hold(key string, maxHold time.Duration, fn func()) {
 		e.waiters++
 		sh.mu.Unlock()
 		fence = <-e.line
+		if link {
+			sh.mu.Lock()
+			sh.link(e)
+			sh.mu.Unlock()
+		}
 	}
 
 	rec.fence, rec.entry, rec.granted = fence, e, time.Now()
 	if maxHold > 0 {
 		rec.deadline = rec.granted.Add(maxHold)
-		if f.afterFunc {
+		if f.mode == withAfterFunc {
 			rec.timer = time.AfterFunc(maxHold, expired)
 		}
 	}
@@ -154,6 +190,9 @@ func (f *contractFloor) hold(key string, maxHold time.Duration, fn func()) {
 	e.rec = nil
 
 	sh.mu.Lock()
+	if e.linked {
+		sh.unlink(e)
+	}
 	if e.waiters > 0 {
 		e.waiters--
 		sh.fence++
@@ -209,4 +248,30 @@ func (s *contractShard) remove(e *contractEntry) {
 		e.next, s.free = s.free, e
 		s.nfree++
 	}
+}
+
+// link puts e at the back of s's list of maxHold deadlines.
+func (s *contractShard) link(e *contractEntry) {
+	e.dprev, e.linked = s.dtail, true
+	if s.dtail == nil {
+		s.dhead = e
+	} else {
+		s.dtail.dnext = e
+	}
+	s.dtail = e
+}
+
+// unlink takes e out of s's list of maxHold deadlines.
+func (s *contractShard) unlink(e *contractEntry) {
+	if e.dprev == nil {
+		s.dhead = e.dnext
+	} else {
+		e.dprev.dnext = e.dnext
+	}
+	if e.dnext == nil {
+		s.dtail = e.dprev
+	} else {
+		e.dnext.dprev = e.dprev
+	}
+	e.dnext, e.dprev, e.linked = nil, nil, false
 }

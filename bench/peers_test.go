@@ -111,7 +111,7 @@ func TestNotesNameThePeers(t *testing.T) {
 	}
 	for _, want := range []struct{ scenario, text string }{
 		{"hotkey", "FIFO peers: locks, chanmap, semaphore, semaphore-timeout, floor-contract, floor-contract+wait, floor-contract+wait+checks;"},
-		{"hotkey-deadline", "mutexmap, moby-locker, semaphore, keymutex, floor-mutex, floor-cas, floor-contract, floor-contract+AfterFunc cannot bound a wait"},
+		{"hotkey-deadline", "mutexmap, moby-locker, semaphore, keymutex, floor-mutex, floor-cas, floor-contract, floor-contract+AfterFunc, floor-contract+list cannot bound a wait"},
 		{"memory", "keymutex, floor-mutex, floor-cas cannot hold N keys at once"},
 	} {
 		if !strings.Contains(notes[want.scenario], want.text) {
@@ -218,7 +218,7 @@ func TestContractFloorLayout(t *testing.T) {
 	if size := unsafe.Sizeof(contractRecord{}); size != 128 {
 		t.Errorf("the record is %d bytes, want 128", size)
 	}
-	if n := len(newContractFloor(false).(*contractFloor).shards); n != 256 {
+	if n := len(newContractFloor(recordDeadline).(*contractFloor).shards); n != 256 {
 		t.Errorf("%d shards, want 256", n)
 	}
 	if n := len(newWaitFloor().(*waitFloor).shards); n != 256 {
@@ -238,7 +238,7 @@ var contractFloors = []struct {
 	waiters func(l Locker, key string) int
 }{
 	{
-		contractName, func() Locker { return newContractFloor(false) },
+		contractName, func() Locker { return newContractFloor(recordDeadline) },
 		func(l Locker, key string) *contractRecord {
 			f := l.(*contractFloor)
 			h := xxhash.Sum64String(key) ^ f.nameHash
@@ -662,5 +662,67 @@ func TestCheckedFloorWaiterLeaves(t *testing.T) {
 	wg.Wait()
 	if n := waitFloorWaiters(f, key); n != -1 {
 		t.Errorf("the key's entry is left after racing ends (%d: -2 is a broken list)", n)
+	}
+}
+
+// listFloorLinked counts the entries in the maxHold lists of
+// floor-contract+list's shards, walking each list both ways; -1 if a list
+// is broken.
+func listFloorLinked(f *contractFloor) int {
+	n := 0
+	for i := range f.shards {
+		sh := &f.shards[i]
+		sh.mu.Lock()
+		fwd, back := 0, 0
+		for e := sh.dhead; e != nil; e = e.dnext {
+			fwd++
+		}
+		for e := sh.dtail; e != nil; e = e.dprev {
+			back++
+		}
+		sh.mu.Unlock()
+		if fwd != back {
+			return -1
+		}
+		n += fwd
+	}
+	return n
+}
+
+// TestListFloorLinksWhileHeld checks that floor-contract+list keeps a
+// hold with a maxHold in its shard's list exactly while it holds, whether
+// it took a free key or waited, and a hold without one out of it.
+func TestListFloorLinksWhileHeld(t *testing.T) {
+	f := newContractFloor(linkDeadline).(*contractFloor)
+	var inside []int
+	f.HoldMax("a", time.Hour, func() {
+		inside = append(inside, listFloorLinked(f))
+		f.HoldMax("b", time.Hour, func() { inside = append(inside, listFloorLinked(f)) })
+		f.Hold("c", func() { inside = append(inside, listFloorLinked(f)) })
+	})
+	if want := []int{1, 2, 1}; !slices.Equal(inside, want) {
+		t.Errorf("entries linked inside the holds: %v, want %v", inside, want)
+	}
+
+	// A waiter granted the key links it itself; the holder it follows
+	// unlinked it at its release.
+	held, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() { f.HoldMax("a", time.Hour, func() { close(held); <-release }); close(done) }()
+	<-held
+	got := make(chan int)
+	go f.HoldMax("a", time.Hour, func() { got <- listFloorLinked(f) })
+	for contractFloors[0].waiters(f, "a") < 1 {
+		runtime.Gosched()
+	}
+	if n := listFloorLinked(f); n != 1 {
+		t.Errorf("a holder with a maxHold and its waiter: %d entries linked, want 1", n)
+	}
+	close(release)
+	<-done
+	if n := <-got; n != 1 {
+		t.Errorf("a waiter granted with a maxHold: %d entries linked, want 1", n)
+	}
+	for listFloorLinked(f) != 0 { // the waiter's release is under way
+		runtime.Gosched()
 	}
 }

@@ -341,6 +341,7 @@ var markdownPeers = []struct{ name, heading string }{
 	{"semaphore", "semaphore"},
 	{"semaphore-timeout", "semaphore + WithTimeout"},
 	{contractAfterFuncName, "floor-contract + AfterFunc"},
+	{listFloorName, "floor-contract + list"},
 	{waitFloorName, "floor-contract + wait"},
 	{checkedFloorName, "floor-contract + wait + checks"},
 }

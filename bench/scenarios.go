@@ -197,8 +197,9 @@ func Scenarios() []Scenario {
 	isWaitFloor := func(p Peer) bool { return p.Name == waitFloorName || p.Name == checkedFloorName }
 	all := filter(Peers(), func(p Peer) bool { return !isWaitFloor(p) })
 	waitFloors := filter(Peers(), isWaitFloor)
-	// floor-contract+AfterFunc differs from floor-contract only in HoldMax.
-	holds := filter(all, func(p Peer) bool { return p.Name != contractAfterFuncName })
+	// floor-contract+AfterFunc and floor-contract+list differ from
+	// floor-contract only in HoldMax: they are shown in maxhold.
+	holds := filter(all, func(p Peer) bool { return p.Name != contractAfterFuncName && p.Name != listFloorName })
 	waits := filter(all, func(p Peer) bool { return p.Waits })
 	fifo := filter(append(slices.Clone(holds), waitFloors...), func(p Peer) bool { return p.FIFO })
 	unbounded := filter(all, func(p Peer) bool { return !p.Waits })
@@ -236,7 +237,9 @@ func Scenarios() []Scenario {
 			Columns: nsCols, Peers: all, Load: func(env *Env, l Locker) Load { return walk(env, l, time.Minute) },
 			Notes: []string{
 				"floor-contract arms no timer here (it only records the deadline): ×floor says what a maxHold adds to a hold;",
-				"floor-contract+AfterFunc arms and stops one time.AfterFunc per hold, as the other peers do.",
+				"floor-contract+AfterFunc arms and stops one time.AfterFunc per hold, as the other peers do;",
+				"floor-contract+list links each deadline in its shard's list, as a revocable maxHold needs, and arms no timer",
+				"(one per list, armed once, tends to nothing a hold): locks over it is what locks adds to the floor of a maxHold.",
 			}},
 		fairnessScenario(holds),
 		deadlinesScenario(),
