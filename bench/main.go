@@ -20,9 +20,12 @@
 // (NewHashed, marked: unrelated keys wait on each other); a map of
 // x/sync semaphore.Weighted(1), with and without a context.WithTimeout
 // per hold; two floors, one sync.Mutex and one CAS word for all keys; and
-// the floors of the contract, floor-contract and floor-contract+AfterFunc
-// (peers_contract.go): keyed locks doing only the work no implementation
-// of the contract can skip, the reference of ×floor and never the best.
+// the floors of the contract (peers_contract*.go): keyed locks doing only
+// the work no implementation of the contract can skip, never the best:
+// floor-contract, the reference of ×floor; with a time.AfterFunc per
+// maxHold, or its deadline linked in a list (maxhold); and with a waiter
+// standing as a bounded wait needs, and with Hold's checks besides (the
+// hot key scenarios).
 //
 // The scenarios (scenarios.go, fairness.go, deadlines.go, lateness.go,
 // memory.go) are the project's eight: uncontended, zipf, hotkey,

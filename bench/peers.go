@@ -113,8 +113,8 @@ func Peers() []Peer {
 		{Name: "floor-mutex", Class: Floor, About: "one sync.Mutex Lock/Unlock, keys ignored", New: func() Locker { return adapt(new(mutexFloor)) }},
 		{Name: "floor-cas", Class: Floor, About: "one atomic CompareAndSwap/Store pair, keys ignored", New: func() Locker { return adapt(new(casFloor)) }},
 		{Name: contractName, Class: Contract, FIFO: true, About: "only what the contract needs: hash, shard, entry, 128 B record, clock, fence; maxHold not armed", New: func() Locker { return newContractFloor(recordDeadline) }},
-		{Name: waitFloorName, Class: Contract, FIFO: true, About: "the same, a waiter standing as a bounded wait must (hotkey only)", New: newWaitFloor},
-		{Name: checkedFloorName, Class: Contract, FIFO: true, About: "the same, with the rest of Hold's per-call work: checks, context, limits, deferred release (hotkey only)", New: newCheckedFloor},
+		{Name: waitFloorName, Class: Contract, FIFO: true, About: "the same, a waiter standing as a bounded wait must (hot key scenarios only)", New: newWaitFloor},
+		{Name: checkedFloorName, Class: Contract, FIFO: true, About: "the same, with the rest of Hold's per-call work: checks, context, limits, deferred release (hot key scenarios only)", New: newCheckedFloor},
 		{Name: contractAfterFuncName, Class: Contract, FIFO: true, About: "the same, a time.AfterFunc armed and stopped per maxHold", New: func() Locker { return newContractFloor(withAfterFunc) }},
 		{Name: listFloorName, Class: Contract, FIFO: true, About: "the same, each maxHold's deadline linked in its shard's list, no timer (maxhold only)", New: func() Locker { return newContractFloor(linkDeadline) }},
 	}

@@ -93,8 +93,9 @@ func TestPeerClasses(t *testing.T) {
 	})
 }
 
-// TestWaiters checks which peers can bound a wait, and so take part in
-// hotkey-deadline: those whose instances implement Waiter.
+// TestWaiters checks which peers can bound a wait through HoldWait: those
+// whose instances implement Waiter. They, and the wait floors, whose Hold
+// stands in line for a bounded wait, take part in hotkey-deadline.
 func TestWaiters(t *testing.T) {
 	waits := filter(Peers(), func(p Peer) bool { return p.Waits })
 	if got, want := names(waits), "locks, chanmap, semaphore-timeout"; got != want {

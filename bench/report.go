@@ -417,7 +417,7 @@ func (r *Results) Markdown(scs []Scenario, verdicts map[string][]Verdict) string
 		}
 	}
 	if footnote {
-		b.WriteString("\n¹ no floor-contract in this scenario (it bounds no wait): ratios to the best correct peer of the row; the `chanmap` column is `chanmap+WithTimeout` there.\n")
+		b.WriteString("\n¹ no floor-contract figure in this row (the bounded hot key runs none: it bounds no wait): ratios to the best correct peer of the row, there `chanmap+WithTimeout` in the `chanmap` column.\n")
 	}
 	return b.String()
 }

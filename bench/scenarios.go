@@ -230,8 +230,8 @@ func Scenarios() []Scenario {
 				"chanmap selects on its channel and a context.WithTimeout (chanmap+WithTimeout); " + names(unbounded) + " cannot bound a wait: not shown.",
 				"floor-contract bounds no wait; locks arms its 10 s wait in hotkey too, so its ×floor there covers the bounded wait.",
 				"floor-contract+wait and floor-contract+wait+checks run their Hold, as in hotkey: each waiter already stands in its shard's",
-				"list of deadlines for a 10 s wait (they fire none: on a hot key none comes due). They are here so that the target's floor,",
-				"what those floors read against chanmap+WithTimeout, is measured beside it in the same run.",
+				"list of deadlines for a 10 s wait (they fire none: on a hot key none comes due). They are here so that the target's floor",
+				"(floor-contract+wait+checks) is measured in the same run as the target's figures.",
 			}},
 		{Name: "maxhold", Title: "uncontended holds with a 1-minute maxHold armed (peers: time.AfterFunc, then Stop)",
 			Columns: nsCols, Peers: all, Load: func(env *Env, l Locker) Load { return walk(env, l, time.Minute) },
@@ -345,9 +345,13 @@ func hotKey(env *Env, l Locker, wait bool) Load {
 			}
 			w, ok := l.(Waiter)
 			if !ok {
-				// The wait floors: their Hold stands in line as a wait of
-				// deadlineWait does (see hotkey-deadline's notes).
-				return func() { l.Hold(key, fn) }
+				switch l.(type) {
+				case *waitFloor, *checkedFloor:
+					// Their Hold stands in line as a wait of deadlineWait
+					// does (see hotkey-deadline's notes).
+					return func() { l.Hold(key, fn) }
+				}
+				panic(fmt.Sprintf("bench: %T cannot bound a wait", l))
 			}
 			return func() {
 				if !w.HoldWait(key, deadlineWait, fn) {

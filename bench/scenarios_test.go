@@ -31,3 +31,32 @@ func TestCursorHasABlockOfItsOwn(t *testing.T) {
 }
 
 var cursorSink []*cursor
+
+// TestEveryHotKeyDeadlinePeerHolds runs one operation of hotkey-deadline's
+// load for each of its peers: each bounds its wait (a Waiter, or a wait
+// floor whose Hold does), and none loses an update or times out.
+func TestEveryHotKeyDeadlinePeerHolds(t *testing.T) {
+	var sc Scenario
+	for _, s := range Scenarios() {
+		if s.Name == "hotkey-deadline" {
+			sc = s
+		}
+	}
+	env := &Env{Keys: []string{"invoice-000000"}}
+	for _, p := range sc.Peers {
+		l := p.New()
+		load := sc.Load(env, l)
+		load.Op(0)()
+		if s := load.Check(1); len(s) != 0 {
+			t.Errorf("%s: one hold reported %v", p.Name, s)
+		}
+		l.Close()
+	}
+	// A peer that cannot bound a wait is refused, not run unbounded.
+	defer func() {
+		if recover() == nil {
+			t.Error("hotkey-deadline's load ran a peer that cannot bound a wait")
+		}
+	}()
+	sc.Load(env, newContractFloor(recordDeadline)).Op(0)
+}

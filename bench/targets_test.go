@@ -112,6 +112,10 @@ func TestEveryTargetNamesAScenarioColumnAndPeer(t *testing.T) {
 		if tg.Floor != "" && !slices.ContainsFunc(sc.Peers, func(p Peer) bool { return p.Name == tg.Floor && p.Class == Contract }) {
 			t.Errorf("target %q: %s is not a floor of the contract in scenario %s", tg.Text, tg.Floor, tg.Scenario)
 		}
+		// The floors of the cost targets (the others have none: see Targets).
+		if want := map[string]string{"hotkey": checkedFloorName, "hotkey-deadline": checkedFloorName, "maxhold": listFloorName}[tg.Scenario]; tg.Floor != want {
+			t.Errorf("target %q: floor %q, want %q", tg.Text, tg.Floor, want)
+		}
 		if tg.Ref == "" {
 			continue
 		}
@@ -468,9 +472,28 @@ func TestCheckSaysWhereTheFloorStands(t *testing.T) {
 	if v := Check(tg, 1, fullScale, rows); v.FloorMeasured || v.OutOfReach {
 		t.Errorf("Check with a failed floor = %+v, want no floor", v)
 	}
-	rows[checkedFloorName] = Sample{"ns/op": 150.02} // just over the bound: printed so
-	if v := Check(tg, 1, fullScale, rows); !v.OutOfReach || !strings.HasSuffix(v.Gap, "reads 1.5002× itself") {
-		t.Errorf("Check with the floor just over the bound = %+v", v)
+	// Met by locks, missed by the floor (just over the bound: printed so):
+	// not out of reach, since it was reached.
+	rows[checkedFloorName] = Sample{"ns/op": 150.02}
+	if v := Check(tg, 1, fullScale, rows); !v.Met || v.OutOfReach || v.Gap != "met: 1.20× ≤ 1.50× (the floor, floor-contract+wait+checks: 1.5002×)" {
+		t.Errorf("Check met with the floor just over the bound = %+v", v)
+	}
+	rows["locks"]["ns/op"] = 180
+	if v := Check(tg, 1, fullScale, rows); v.Met || !v.OutOfReach || !strings.HasSuffix(v.Gap, "reads 1.5002× itself") {
+		t.Errorf("Check missed with the floor just over the bound = %+v", v)
+	}
+
+	// The floor's figure is taken as locks' is: allocation counts rounded,
+	// figures without a Ref printed to six digits.
+	allocs := Target{"s", "allocs/op", "", 1, "", 0, contractName}
+	rows = map[string]Sample{"locks": {"allocs/op": 2}, contractName: {"allocs/op": 1.003}}
+	if v := Check(allocs, 1, fullScale, rows); v.OutOfReach || v.FloorValue != 1 {
+		t.Errorf("Check of allocations with the floor at 1.003 = %+v, want the floor at 1, within", v)
+	}
+	bytes := Target{"s", "B/pending", "", 48, "", 0, contractName}
+	rows = map[string]Sample{"locks": {"B/pending": 49}, contractName: {"B/pending": 48.0005}}
+	if v := Check(bytes, 1, fullScale, rows); !v.OutOfReach || !strings.HasSuffix(v.Gap, "reads 48.0005 B/pending itself") {
+		t.Errorf("Check of bytes with the floor at 48.0005 = %+v", v)
 	}
 
 	// A count: the floor's 0 is a figure, and meets a bound of 0.
