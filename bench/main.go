@@ -45,6 +45,13 @@
 // that one run, and runs in a child process per peer and GOMAXPROCS, so
 // that no experiment inherits another's million goroutines.
 //
+// Each scenario's table ends with the project's targets for locks
+// (targets.go), each checked against the run's medians. A target of cost
+// names a floor of the contract, a peer doing only what any
+// implementation must for it; its verdict gives the floor's figure
+// beside locks', and says "out of reach in this run" where locks and the
+// floor both missed. A summary of the verdicts closes the run.
+//
 // The same scenarios are go test benchmarks (bench_test.go), for
 // benchstat; they run one peer at a time, under b.RunParallel:
 //
