@@ -373,6 +373,10 @@ func checkRun(re *regexp.Regexp, scs []Scenario) error {
 			}
 		}
 	}
-	return fmt.Errorf("-run %q matches no scenario=NAME/peer=PEER; scenarios: %s; peers: %s",
-		re, strings.Join(scenarios, ", "), strings.Join(peers, ", "))
+	hint := ""
+	if strings.Contains(strings.ReplaceAll(re.String(), `\+`, ""), "+") {
+		hint = ` (-run is a regular expression: write a peer's + as \+)`
+	}
+	return fmt.Errorf("-run %q matches no scenario=NAME/peer=PEER%s; scenarios: %s; peers: %s",
+		re, hint, strings.Join(scenarios, ", "), strings.Join(peers, ", "))
 }

@@ -255,8 +255,11 @@ func marks(p Peer, s Sample, best bool) string {
 		m = append(m, "<- best correct peer")
 	}
 	if c := p.Class.Mark(); c != "" {
-		if p.Name == contractName {
+		switch p.Name {
+		case contractName:
 			c += ": the ×floor reference"
+		case contractAfterFuncName:
+			c += " with the peers' timer: not a floor of a maxHold"
 		}
 		m = append(m, c)
 	}
@@ -400,18 +403,24 @@ func (r *Results) Markdown(scs []Scenario, verdicts map[string][]Verdict) string
 					fmt.Fprintf(&b, " %.2f%s |", v/fig, mark)
 				}
 			}
-			met, all := 0, 0
+			met, all, unreached := 0, 0, 0
 			for _, v := range verdicts[sc.Name] {
 				if v.CPU == cpu && !v.Unchecked {
 					all++
 					if v.Met {
 						met++
 					}
+					if v.OutOfReach {
+						unreached++
+					}
 				}
 			}
-			if all == 0 {
+			switch {
+			case all == 0:
 				b.WriteString(" – |\n")
-			} else {
+			case unreached > 0:
+				fmt.Fprintf(&b, " %d of %d (%d out of reach) |\n", met, all, unreached)
+			default:
 				fmt.Fprintf(&b, " %d of %d |\n", met, all)
 			}
 		}

@@ -328,10 +328,14 @@ func TestMarkdown(t *testing.T) {
 	}
 	res.Add("hotkey-deadline", "locks", 1, Sample{"ns/op": 30})
 	res.Add("hotkey-deadline", "mutexmap", 1, Sample{"ns/op": 100})
-	md := res.Markdown(scs, map[string][]Verdict{"uncontended": {{CPU: 1, Met: true}, {CPU: 1}}})
+	md := res.Markdown(scs, map[string][]Verdict{
+		"uncontended":     {{CPU: 1, Met: true}, {CPU: 1}},
+		"hotkey-deadline": {{CPU: 1, OutOfReach: true}},
+	})
 	for _, want := range []string{
 		"| uncontended, distinct keys | 1 | **1.10** | 0.50 | – |",
 		"| 1 of 2 |",
+		"| 0 of 1 (1 out of reach) |",
 		"| hot key, 10 s wait bound | 1 | **0.30**¹ | 1.00¹ |",
 		"¹ no floor-contract",
 	} {
@@ -355,6 +359,14 @@ func TestRunThatMatchesNothingIsRefused(t *testing.T) {
 	}
 	if err := checkRun(regexp.MustCompile(`scenario=hotkey/peer=moby-locker$`), scs); err != nil {
 		t.Errorf("checkRun(moby-locker) = %v, want nil", err)
+	}
+	// A peer's + read as the regexp's: the error says how to write it.
+	err = checkRun(regexp.MustCompile(`scenario=maxhold/peer=floor-contract+list$`), scs)
+	if err == nil || !strings.Contains(err.Error(), `write a peer's + as \+`) {
+		t.Errorf("checkRun(floor-contract+list) = %v, want an error saying to escape +", err)
+	}
+	if err := checkRun(regexp.MustCompile(`scenario=maxhold/peer=floor-contract\+list$`), scs); err != nil {
+		t.Errorf("checkRun(floor-contract\\+list) = %v, want nil", err)
 	}
 }
 
