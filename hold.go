@@ -275,7 +275,7 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 // keep the frames down to the line small: a goroutine's first hold runs on
 // its first stack (2 KiB, or the runtime's average if larger), and growing
 // that stack between the call and the line can cost the hold its place in
-// a burst of holds (README, "What the ratios do not show").
+// a burst of holds (bench/MEASUREMENTS.md, "Order").
 //
 // The clock is read once. A plain hold reads it before the shard's lock:
 // its wait counts from the call, and a free key's Granted may precede the
