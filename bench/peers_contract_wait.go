@@ -32,7 +32,8 @@ import (
 // floor-contract calls time.Now(), which on linux/amd64 reads the wall
 // clock too. A waiter of either reads a clock twice in all: here two
 // monotonic readings, about 7 ns more than floor-contract's one time.Now()
-// (43 against 36 ns in a loop on the 2-core VM of README's table).
+// (43 against 36 ns in a loop on a 2-core Intel VM: bench/MEASUREMENTS.md,
+// "The wait floor").
 
 // waitFloorWaiter is a waiter of the wait floor: its place in its key's
 // line and in its shard's list of deadlines, its deadline, and its own

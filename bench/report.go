@@ -426,7 +426,7 @@ func (r *Results) Markdown(scs []Scenario, verdicts map[string][]Verdict) string
 		}
 	}
 	if footnote {
-		b.WriteString("\n¹ no floor-contract figure in this row (the bounded hot key runs none: it bounds no wait): ratios to the best correct peer of the row, there `chanmap+WithTimeout` in the `chanmap` column.\n")
+		b.WriteString("\n¹ no floor-contract figure in this row (`floor-contract` bounds no wait, so the bounded hot key does not run it): ratios to the best correct peer of the row; there the `chanmap` column is `chanmap+WithTimeout`, and `semaphore + WithTimeout` is `semaphore-timeout`.\n")
 	}
 	return b.String()
 }
