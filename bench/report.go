@@ -90,7 +90,7 @@ func (r *Results) Header(w io.Writer) {
 	if m.Scale < fullScale {
 		scale = fmt.Sprintf(" (scaled down from %d: the lateness targets are not checked)", fullScale)
 	}
-	fmt.Fprintf(w, "GOMAXPROCS %v; median of %d; benchtime %s; %d keys; scale %d%s; fairness %d grants\n",
+	fmt.Fprintf(w, "GOMAXPROCS %v; median of %d; benchtime %s; %d keys walked; %d deadlines or keys held at scale%s; fairness %d grants\n",
 		m.CPUs, m.Count, m.BenchTime, m.Keys, m.Scale, scale, m.Grants)
 	fmt.Fprintln(w, "ratios: ×best = figure / best correct peer's figure in the same run and GOMAXPROCS (lower is better);")
 	fmt.Fprintln(w, "        ×floor = figure / floor-contract's, a keyed lock doing only the work no implementation of the contract can skip")
