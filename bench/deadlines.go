@@ -85,8 +85,8 @@ func deadlinesScenario() Scenario {
 			"lateness: see lateness.go: N deadlines due evenly within 100 ms; late = when the deadline's action was seen done - its",
 			"due time. locks: the revocation (the hold's context reports Err), context.WithTimeout: the cancellation, both seen by",
 			"one goroutine polling the deadlines in due order; time.AfterFunc: when its function ran (the runtime starts a goroutine",
-			"per fire). The median of 3 windows (one below N = 1,000,000, where no target checks it). 'unarmed' counts deadlines whose setup ran past their due time (the figure is",
-			"then not valid).",
+			"per fire). The median of 3 windows (one below N = 1,000,000, where no target checks it). 'unarmed' counts deadlines",
+			"whose setup ran past their due time (the figure is then not valid).",
 		},
 		Peers: []Peer{
 			{Name: "locks", Class: Correct, About: "MaxHold, one timer wheel per store"},
