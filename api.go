@@ -121,6 +121,7 @@ func NewStore(opts ...StoreOption) *Store {
 	s.local = make([]shardLocal, s.table.Len())
 	for i := range s.local {
 		s.local[i].sh = s.table.At(i)
+		s.local[i].lists = s.local[i].listArr[:0]
 	}
 	s.timers.init(s, c.tick)
 	if c.profile > 0 {

@@ -87,7 +87,8 @@ type shardLocal struct {
 // local is guarded by its shard's mutex.
 type local struct {
 	sh      *keyShard
-	lists   []*deadlineList          // the first maxLists deadline lists
+	lists   []*deadlineList          // the first maxLists deadline lists, in listArr
+	listArr [maxLists]*deadlineList  // lists' array, in the shard's own lines: a deadline armed reads one line fewer
 	more    map[uint64]*deadlineList // the rest, by purpose and tick (moreKey); rarely any
 	revoked [lostClosed + 1]uint64   // leases revoked, by reason
 
