@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -125,4 +126,41 @@ func TestFireTogetherPassesBusyShards(t *testing.T) {
 	require.NoError(t, next.ctx.Err(), "the new holder has no deadline")
 	st.Close()
 	await(next.done, "the new holder not ended by Close")
+}
+
+// TestDeadlineListsStayInTheShard: a shard's first maxLists deadline
+// lists are kept in the shard's own array (listArr), through lists made,
+// filled past maxLists, emptied, dropped and made again, so that arming a
+// deadline never reads an array of its own.
+func TestDeadlineListsStayInTheShard(t *testing.T) {
+	st := NewStore(Shards(1))
+	defer st.Close()
+	l, err := OpenLock(st, "invoices")
+	require.NoError(t, err)
+	sd := &l.store.local[0]
+	inArray := func() bool {
+		sd.sh.Lock()
+		defer sd.sh.Unlock()
+		return cap(sd.lists) == maxLists && unsafe.SliceData(sd.lists) == &sd.listArr[0]
+	}
+	require.True(t, inArray(), "a new store's lists are in its array")
+	for round := range 2 {
+		for i := range maxLists + 2 { // two more durations than the array holds: those go to the map
+			d := time.Duration(20+10*round+i) * time.Millisecond
+			require.NoError(t, l.Hold(context.Background(), "k"+strconv.Itoa(i), func(context.Context, *Lease) error { return nil }, MaxHold(d)))
+		}
+		sd.sh.Lock()
+		made := len(sd.lists)
+		sd.sh.Unlock()
+		require.Equal(t, maxLists, made, "round %d: the array is full", round)
+		require.True(t, inArray(), "round %d: the lists made are in the array", round)
+		// The lists' timers fire at their old heads' deadlines, find them
+		// empty, and drop them.
+		require.Eventually(t, func() bool {
+			sd.sh.Lock()
+			defer sd.sh.Unlock()
+			return len(sd.lists) == 0 && len(sd.more) == 0
+		}, 10*time.Second, time.Millisecond, "round %d: every list dropped", round)
+		require.True(t, inArray(), "round %d: the lists dropped leave the array in place", round)
+	}
 }
