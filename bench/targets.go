@@ -164,17 +164,23 @@ func figureOf(t Target, rows map[string]Sample, peer string) (value float64, why
 	return value, ""
 }
 
-// figure prints a value of t's: a ratio with its × (four digits where two
-// would print the bound itself, as gap does), or a figure with its unit.
+// figure prints a value of t's: a ratio with its × (see ratioDigits), or
+// a figure with its unit.
 func figure(t Target, value float64) string {
 	if t.Ref != "" {
-		digits := 2
-		if fmt.Sprintf("%.2f", value) == fmt.Sprintf("%.2f", t.Max) && !within(t, value) {
-			digits = 4
-		}
-		return fmt.Sprintf("%.*f×", digits, value)
+		return fmt.Sprintf("%.*f×", ratioDigits(t, value), value)
 	}
 	return fmt.Sprintf("%.6g %s", value, t.Metric)
+}
+
+// ratioDigits is how many digits a ratio of t's is printed with: two, or
+// four for a ratio just over its bound (1.1504 against 1.15), which two
+// would print as the bound itself.
+func ratioDigits(t Target, value float64) int {
+	if fmt.Sprintf("%.2f", value) == fmt.Sprintf("%.2f", t.Max) && !within(t, value) {
+		return 4
+	}
+	return 2
 }
 
 // gap says how far value is from t's bound.
@@ -183,12 +189,7 @@ func gap(t Target, value float64, met bool) string {
 		if met {
 			return fmt.Sprintf("met: %.2f× ≤ %.2f×", value, t.Max)
 		}
-		// Four digits for a ratio just over its bound (1.1504 against
-		// 1.15), which two would print as the bound itself.
-		digits := 2
-		if fmt.Sprintf("%.2f", value) == fmt.Sprintf("%.2f", t.Max) {
-			digits = 4
-		}
+		digits := ratioDigits(t, value)
 		return fmt.Sprintf("MISSED: %.*f× > %.2f×, locks needs %.*f× less %s", digits, value, t.Max, digits, value/t.Max, t.Metric)
 	}
 	if met {
