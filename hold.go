@@ -287,8 +287,12 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 func (l *Lock) enter(h *hold, c *holdContext, set settings, sess *Session) (joined bool, err error) {
 	s, name, text := l.store, l.state.name, c.lease.Key
 	hash := shard.Hash(l.state.hash, text)
-	sd := &s.local[s.table.Index(hash)]
-	sh := sd.sh
+	// The shard is found from its index, not through sd.sh: its mutex's
+	// line and sd's are then fetched side by side, not one after the
+	// other (a maxHold on a walk over a million keys: 3 % less at
+	// GOMAXPROCS 2, bench/MEASUREMENTS.md).
+	i := s.table.Index(hash)
+	sd, sh := &s.local[i], s.table.At(i)
 	var at time.Duration
 	fromGrant := set.maxHold > 0 || sess != nil
 	if !fromGrant {
@@ -377,8 +381,8 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option)
 	}
 	s, name := l.store, l.state.name
 	hash := shard.Hash(l.state.hash, text)
-	sd := &s.local[s.table.Index(hash)]
-	sh := sd.sh
+	i := s.table.Index(hash)
+	sd, sh := &s.local[i], s.table.At(i) // side by side, as in enter
 	sh.Lock()
 	if s.closed.Load() {
 		sh.Unlock()
