@@ -241,7 +241,7 @@ func Scenarios() []Scenario {
 				"floor-contract+list links each deadline in its shard's list, as a revocable maxHold needs, and arms no timer",
 				"(one per list, armed once, tends to nothing a hold): locks over it is what locks adds to the floor of a maxHold.",
 			}},
-		fairnessScenario(holds),
+		fairnessScenario(append(slices.Clone(holds), waitFloors...)),
 		deadlinesScenario(),
 		memoryScenario(holds),
 		remoteScenario(),
