@@ -26,7 +26,8 @@ func TestFireTogetherPassesBusyShards(t *testing.T) {
 	require.NoError(t, err)
 	s := l.store
 	shardOf := func(key string) *shardLocal {
-		return &s.local[s.table.Index(shard.Hash(l.state.hash, key))]
+		sd, _ := s.shardOf(shard.Hash(l.state.hash, key))
+		return sd
 	}
 	a, b := "a", ""
 	for i := 0; b == ""; i++ {

@@ -25,7 +25,7 @@ func TestSessionGrantReadsTheClockUnderTheLock(t *testing.T) {
 	sess := st.NewSession()
 	defer sess.Close()
 	s := l.store
-	sh := s.local[s.table.Index(shard.Hash(l.state.hash, "k"))].sh
+	_, sh := s.shardOf(shard.Hash(l.state.hash, "k"))
 
 	sh.Lock()
 	granted := make(chan *Grant, 1)

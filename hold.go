@@ -291,12 +291,7 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 func (l *Lock) enter(h *hold, c *holdContext, set *settings, sess *Session) (joined bool, err error) {
 	s, name, text := l.store, l.state.name, c.lease.Key
 	hash := shard.Hash(l.state.hash, text)
-	// The shard is found from its index, not through sd.sh: its mutex's
-	// line and sd's are then fetched side by side, not one after the
-	// other (a maxHold on a walk over a million keys: 3 % less at
-	// GOMAXPROCS 2, bench/MEASUREMENTS.md).
-	i := s.table.Index(hash)
-	sd, sh := &s.local[i], s.table.At(i)
+	sd, sh := s.shardOf(hash)
 	var at time.Duration
 	fromGrant := set.maxHold > 0 || sess != nil
 	if !fromGrant {
@@ -339,6 +334,17 @@ func (l *Lock) enter(h *hold, c *holdContext, set *settings, sess *Session) (joi
 	sh.Unlock()
 	h.c, h.sd, h.e, h.t, h.w = c, sd, e, &w.ticket, w
 	return true, nil
+}
+
+// shardOf returns the shard of the key whose hash is hash: the store's
+// own state of it and the table's shard, whose sh they are. Both come from
+// the shard's index, not the table's shard through sd.sh: the two cache
+// lines are then fetched side by side, not one after the other (a maxHold
+// on a walk over a million keys: 3 % less at GOMAXPROCS 2,
+// bench/MEASUREMENTS.md).
+func (s *store) shardOf(hash uint64) (*shardLocal, *keyShard) {
+	i := s.table.Index(hash)
+	return &s.local[i], s.table.At(i)
 }
 
 // grantSessionLocked is enter's grant of free key e to c, a hold of sess,
@@ -385,8 +391,7 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option)
 	}
 	s, name := l.store, l.state.name
 	hash := shard.Hash(l.state.hash, text)
-	i := s.table.Index(hash)
-	sd, sh := &s.local[i], s.table.At(i) // side by side, as in enter
+	sd, sh := s.shardOf(hash)
 	sh.Lock()
 	if s.closed.Load() {
 		sh.Unlock()

@@ -56,7 +56,7 @@ func (s *Store) Holders(lock string, keys ...any) ([]Holder, error) {
 				return nil, newError(Invalid, lock, "", why)
 			}
 			hash := shard.Hash(lockHash, text)
-			sd := &s.local[s.table.Index(hash)]
+			sd, _ := s.shardOf(hash)
 			sd.sh.Lock()
 			now := s.since()
 			if e := sd.sh.LookupLocked(hash, func(c *holdContext) bool { return c.lease.Key == text && c.lease.Lock == lock }); e != nil {
