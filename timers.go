@@ -97,20 +97,29 @@ type local struct {
 	waited, held histogram
 }
 
-// listLocked returns sd's list for a deadline of p and d due at at (on
-// the timer clock), making it if there is none. The first maxLists
-// durations of a shard get a list each; past them, in a program whose
-// durations all differ (computed from a request's own deadline, say), the
-// deadlines due within one tick share a list, keyed by the tick's end,
-// whatever their durations: its timer fires them all at that end, so a
-// deadline there fires up to a tick late, never early, and however many
-// durations are pending, a tick's deadlines cost one list and one timer.
-func (sd *shardLocal) listLocked(p purpose, d, at, tick time.Duration, tm *timers) *deadlineList {
+// firstListLocked returns sd's list for deadlines of p and d if it is
+// among the shard's first maxLists, or nil: where the deadlines a shard
+// arms mostly find theirs. Inlined into armLocked, for the look costs
+// about what a call would.
+func (sd *shardLocal) firstListLocked(p purpose, d time.Duration) *deadlineList {
 	for _, l := range sd.lists {
 		if l.d == d && l.p == p {
 			return l
 		}
 	}
+	return nil
+}
+
+// newListLocked returns sd's list for a deadline of p and d due at at (on
+// the timer clock) that firstListLocked did not find, making it if there
+// is none. The first maxLists durations of a shard get a list each; past
+// them, in a program whose durations all differ (computed from a
+// request's own deadline, say), the deadlines due within one tick share a
+// list, keyed by the tick's end, whatever their durations: its timer
+// fires them all at that end, so a deadline there fires up to a tick
+// late, never early, and however many durations are pending, a tick's
+// deadlines cost one list and one timer.
+func (sd *shardLocal) newListLocked(p purpose, d, at, tick time.Duration, tm *timers) *deadlineList {
 	if len(sd.lists) < maxLists {
 		l := &deadlineList{sd: sd, p: p, d: d}
 		l.timer.Value = l
@@ -176,7 +185,10 @@ func (sd *shardLocal) pendingLocked() int {
 // the timer clock. t has no pending deadline. O(1); the wheel's mutex is
 // taken only when the list had no timer.
 func (s *store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Duration) {
-	l := sd.listLocked(p, d, at, s.tick, &s.timers)
+	l := sd.firstListLocked(p, d)
+	if l == nil {
+		l = sd.newListLocked(p, d, at, s.tick, &s.timers)
+	}
 	t.at, t.list = at, l
 	// Pointers are written only where they change: while the garbage
 	// collector marks, each write costs a write barrier, and most lists
