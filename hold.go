@@ -117,30 +117,33 @@ func (sd *shardLocal) takeWaiterLocked(c *holdContext, e *keyEntry) *waiter {
 }
 
 // putLocked gives h's ticket or waiter back to sd, once it is out of every
-// line and list and its wake-up, if one was sent, was received.
+// line and list and its wake-up, if one was sent, was received. Inlined:
+// a hold that neither waited nor had a maxHold gives nothing back, and
+// one that waited gives one word, not the hold's five, to a call.
 func (sd *shardLocal) putLocked(h hold) {
 	switch {
 	case h.w != nil:
-		w := h.w
-		if w.sess != nil {
-			w.sess.leaveLocked(w)
-		}
-		w.c, w.entry, w.maxHold, w.sess = nil, nil, 0, nil
-		// Kept in the shard's stack (keyShard.Kept), by its ticket,
-		// linked through the ticket's next, which is free while the ticket
-		// is out of every deadline list.
-		if sh := sd.sh; sh.NKept < keepWaiters {
-			w.ticket.next, sh.Kept = sh.Kept, &w.ticket
-			sh.NKept++
-		}
+		sd.putWaiterLocked(h.w)
 	case h.t != nil:
 		// h.t.entry is h.e, which keeps it as its spare (takeTicketLocked),
-		// whether h.e is still this key's or by now another's. A ticket
-		// that finds a spare there already is dropped with its entry's
-		// pointer: it is garbage.
-		if h.e.Spare == nil {
-			h.e.Spare = h.t
-		}
+		// whether h.e is still this key's or by now another's. A spare
+		// found there already is free too, and dropped: it is garbage.
+		h.e.Spare = h.t
+	}
+}
+
+// putWaiterLocked is putLocked for a hold that waited: it gives w back.
+func (sd *shardLocal) putWaiterLocked(w *waiter) {
+	if w.sess != nil {
+		w.sess.leaveLocked(w)
+	}
+	w.c, w.entry, w.maxHold, w.sess = nil, nil, 0, nil
+	// Kept in the shard's stack (keyShard.Kept), by its ticket, linked
+	// through the ticket's next, which is free while the ticket is out of
+	// every deadline list.
+	if sh := sd.sh; sh.NKept < keepWaiters {
+		w.ticket.next, sh.Kept = sh.Kept, &w.ticket
+		sh.NKept++
 	}
 }
 
