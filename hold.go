@@ -657,7 +657,7 @@ func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 		return w.ready
 	}
 	// grantLocked for a waiter with no maxHold, written out: a call fewer
-	// where most waiters are granted (22 instructions of a hold at a hot
+	// where most waiters are granted (20 instructions of a hold at a hot
 	// key, bench/MEASUREMENTS.md, "Instructions").
 	c := w.c
 	e.Holder = c
