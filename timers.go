@@ -98,9 +98,9 @@ type local struct {
 }
 
 // firstListLocked returns sd's list for deadlines of p and d if it is
-// among the shard's first maxLists, or nil: where the deadlines a shard
-// arms mostly find theirs. Inlined into armLocked, for the look costs
-// about what a call would.
+// one of the shard's lists by duration (sd.lists, at most maxLists), or
+// nil: where the deadlines a shard arms mostly find theirs. Inlined into
+// armLocked, for the look costs about what a call would.
 func (sd *shardLocal) firstListLocked(p purpose, d time.Duration) *deadlineList {
 	for _, l := range sd.lists {
 		if l.d == d && l.p == p {
