@@ -175,8 +175,8 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) (e
 		set = &own
 	} else if len(opts) > 0 { // the only checks left
 		own, set = l.opts, &own
-		if why := own.apply(opts, true); why != "" {
-			return newError(Invalid, l.state.name, text, why)
+		if i := own.applyValid(opts, true); i >= 0 {
+			return newError(Invalid, l.state.name, text, badOption(opts[i], true))
 		}
 	}
 	name := l.state.name

@@ -83,31 +83,45 @@ type settings struct {
 // apply applies opts to st, or returns what is wrong with the first bad
 // one, in words. atHold says the options were given to Hold.
 func (st *settings) apply(opts []Option, atHold bool) string {
-	for _, o := range opts {
-		switch o.kind {
-		case optTTL:
-			if atHold {
-				return "a ttl is set when the lock is opened, not per hold"
-			}
-			if o.d <= 0 {
-				return "the ttl must be positive, not " + o.d.String()
-			}
-			st.ttl = o.d
-		case optMaxHold:
-			if o.d < 0 {
-				return "the maxHold is negative (" + o.d.String() + ")"
-			}
-			st.maxHold = o.d
-		case optWait:
-			if o.d < 0 {
-				return "the wait is negative (" + o.d.String() + ")"
-			}
-			st.wait = o.d
-		default:
-			return "an Option must be made by TTL, MaxHold or Wait"
-		}
+	if i := st.applyValid(opts, atHold); i >= 0 {
+		return badOption(opts[i], atHold)
 	}
 	return ""
+}
+
+// applyValid applies opts to st up to the first bad one, and returns its
+// index, or -1 if none is bad. Inlined: a hold applies its options without
+// a call.
+func (st *settings) applyValid(opts []Option, atHold bool) int {
+	for i, o := range opts {
+		switch {
+		case o.kind == optMaxHold && o.d >= 0:
+			st.maxHold = o.d
+		case o.kind == optWait && o.d >= 0:
+			st.wait = o.d
+		case o.kind == optTTL && !atHold && o.d > 0:
+			st.ttl = o.d
+		default:
+			return i
+		}
+	}
+	return -1
+}
+
+// badOption says what is wrong with o, an option apply refused.
+func badOption(o Option, atHold bool) string {
+	switch o.kind {
+	case optTTL:
+		if atHold {
+			return "a ttl is set when the lock is opened, not per hold"
+		}
+		return "the ttl must be positive, not " + o.d.String()
+	case optMaxHold:
+		return "the maxHold is negative (" + o.d.String() + ")"
+	case optWait:
+		return "the wait is negative (" + o.d.String() + ")"
+	}
+	return "an Option must be made by TTL, MaxHold or Wait"
 }
 
 // StoreOption is a setting of a store, given to NewStore.
