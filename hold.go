@@ -236,6 +236,9 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) (e
 
 // check validates a hold's arguments and returns the key's text and the
 // hold's settings, or the Invalid (or Canceled) error that ends it at once.
+// Hold's own frame repeats its conditions for a string key (see hold), so
+// that most holds make no call to pass them: a check added here goes
+// there too.
 func (l *Lock) check(ctx context.Context, key any, opts []Option, fn HoldFunc) (string, settings, error) {
 	name := l.state.name
 	text, ok := key.(string) // most keys: no call to make
@@ -592,7 +595,9 @@ func (s *store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
 // grantLocked makes c, with its ticket t (its waiter's; nil for a hold
 // that did not wait), the holder of e at instant at on the timer clock: it
 // gives c its fence and grant time and arms its maxHold, taking a bare
-// ticket for it if it has none. It returns the hold's ticket.
+// ticket for it if it has none. It returns the hold's ticket. passLocked
+// writes out its steps for a waiter with no maxHold: a step added here
+// goes there too.
 func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *ticket, maxHold, at time.Duration) *ticket {
 	sh := sd.sh
 	e.Holder = c
