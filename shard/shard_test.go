@@ -171,7 +171,8 @@ func TestFreedEntriesAreReusedUpToALimit(t *testing.T) {
 }
 
 // TestBucketsFollowTheKeys: a shard's buckets double as its entries
-// outnumber them, and halve as they fall below 1/ShrinkAt of them, down to
+// outnumber them, and shrink to fit as they fall below 1/ShrinkAt of them:
+// to the least power of two at least twice the entries, and at least
 // MinBuckets, so that a shard that held many keys gives the memory back.
 func TestBucketsFollowTheKeys(t *testing.T) {
 	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
@@ -186,11 +187,20 @@ func TestBucketsFollowTheKeys(t *testing.T) {
 		require.GreaterOrEqual(t, sh.BucketsLocked(), sh.LenLocked(), "no more entries than buckets")
 	}
 	require.Equal(t, 1024, sh.BucketsLocked())
+	var shrunk []int // the buckets after each shrink
 	for i, e := range es[:n-1] {
+		before := sh.BucketsLocked()
 		remove(sh, e)
 		left := n - 1 - i
 		require.GreaterOrEqual(t, left, sh.BucketsLocked()/shard.ShrinkAt, "with %d entries left", left)
+		if b := sh.BucketsLocked(); b != before {
+			require.Equal(t, before/shard.ShrinkAt-1, left, "shrunk only once the entries fell below 1/ShrinkAt")
+			shrunk = append(shrunk, b)
+		}
 	}
+	// From 1,024 buckets: 127 entries left (below 128) fit in 256; then 31
+	// in 64, 7 in 16, and 1 in MinBuckets' 8.
+	assert.Equal(t, []int{256, 64, 16, shard.MinBuckets}, shrunk)
 	assert.Equal(t, shard.MinBuckets, sh.BucketsLocked())
 	assert.Same(t, es[n-1], lookup(sh, spread(n-1), "l", fmt.Sprint(n-1)), "what stays is still found")
 	for i, e := range es[:n-1] {
