@@ -411,8 +411,13 @@ func (t *timers) fireAll(due []*timerwheel.Timer[*deadlineList], now time.Durati
 // the one before it; the lists of different shards are independent
 // chains, whose misses a processor has in flight together. On a million
 // maxHolds due in 100 ms (CPU profiles of the timer goroutine), a ticket
-// cost 110-154 ns walking one list at a time, 32-64 walking four.
-const fireTogether = 4
+// cost 110-154 ns walking one list at a time, 32-64 walking four. Eight
+// cut the goroutine's time for three such windows from 0.89-0.94 s to
+// 0.70-0.88 (four and seven alternated runs at GOMAXPROCS 1; the last
+// revocation 263-288 → 163-248 ms late), and sixteen read 0.86-0.90:
+// past what the core keeps in flight, more chains only add work. A
+// shard of the group stays locked while the group fires.
+const fireTogether = 8
 
 // fireLists fires the lists of due, fireTogether at a time.
 func (s *store) fireLists(due []*timerwheel.Timer[*deadlineList], now time.Duration, f *firing) {
@@ -550,9 +555,10 @@ const warmAhead = 16
 // (fireTogether). On a million maxHolds due in 100 ms (go run ./bench -run
 // deadlines, a 2-core VM), with the shard's chains mostly in the order of
 // insertion, the timer goroutine's time per revocation went from 600 ns
-// to 360 reading ahead one list at a time, and to 200-340 with four lists
-// side by side and shrinks that walk fewer chains (CPU profiles; this
-// machine's speed varies from one process to the next).
+// to 360 reading ahead one list at a time, to 200-340 with four lists
+// side by side and shrinks that walk fewer chains, and to 230-290 with
+// eight (CPU profiles; this machine's speed varies from one process to
+// the next).
 func (f *firing) warmLocked(ls []*deadlineList, now time.Duration, warm *[fireTogether]int) bool {
 	var ahead [fireTogether][warmAhead]*keyEntry
 	var next [fireTogether]*ticket
