@@ -555,10 +555,10 @@ const warmAhead = 16
 // (fireTogether). On a million maxHolds due in 100 ms (go run ./bench -run
 // deadlines, a 2-core VM), with the shard's chains mostly in the order of
 // insertion, the timer goroutine's time per revocation went from 600 ns
-// to 360 reading ahead one list at a time, to 200-340 with four lists
-// side by side and shrinks that walk fewer chains, and to 230-290 with
-// eight (CPU profiles; this machine's speed varies from one process to
-// the next).
+// to 360 reading ahead one list at a time, and to 200-340 with four lists
+// side by side and shrinks that walk fewer chains; eight lists, in runs
+// alternated with four on one day, took 230-290 ns against 300-310 (CPU
+// profiles; this machine's speed varies from one process to the next).
 func (f *firing) warmLocked(ls []*deadlineList, now time.Duration, warm *[fireTogether]int) bool {
 	var ahead [fireTogether][warmAhead]*keyEntry
 	var next [fireTogether]*ticket

@@ -21,10 +21,10 @@
 // themselves, mostly in the order they were inserted, doubled when the
 // entries outnumber the buckets and shrunk to fit, twice the entries,
 // when they fall below an eighth of them (so a shard that held a million
-// keys gives the memory back when they are let go). Taking an entry out unlinks it from a chain of about
-// one, where the oldest mostly stands first (as deadlines fire, oldest
-// first): no probe of a map, whose lines are cold when a shard holds many
-// keys. A Go map here cost a hold of a free key 14 % (an insert and a
+// keys gives the memory back when they are let go). Taking an entry out
+// unlinks it from a chain of about one, where the oldest mostly stands
+// first (as deadlines fire, oldest first): no probe of a map, whose lines
+// are cold when a shard holds many keys. A Go map here cost a hold of a free key 14 % (an insert and a
 // delete) and a revocation among a million held keys most of its time.
 // A resize moves every entry of the shard under its mutex at once, where
 // a Go map grows piecemeal: with 256 shards, a million keys held make a
