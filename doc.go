@@ -58,7 +58,7 @@
 // Past a shard's first eight durations, its deadlines share a list per
 // tick they fall due in, fired whole at the tick's end. The timer
 // goroutine takes the due lists from the wheel under the wheel's mutex,
-// lets it go, and fires the lists of waits and maxHolds up to four at a
+// lets it go, and fires the lists of waits and maxHolds up to eight at a
 // time under their shards' mutexes (a session's ttl group alone), acting
 // on their deadlines due by then, in each list's order, up to the first
 // not yet due; many due lists are shared with helper goroutines.
