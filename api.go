@@ -316,10 +316,10 @@ var _ Locker = (*Lock)(nil)
 // what fn returned; nil only if fn ran and returned nil.
 //
 // A key is a value whose type implements encoding.TextMarshaler (a
-// uuid.UUID; such a type must hold no pointers, see KeyText), or whose
-// underlying type is a string, an integer, a []byte or a [N]byte; its
-// identity is its text, so 9, int64(9), "9" and
-// InvoiceID("9") are one key. Text keys are 1 to MaxKeyLen bytes.
+// uuid.UUID, a netip.Addr), or whose underlying type is a string, an
+// integer, a []byte or a [N]byte; its identity is its text (see KeyText),
+// so 9, int64(9), "9" and InvoiceID("9") are one key. Text keys are 1 to
+// MaxKeyLen bytes.
 //
 // Waiters are given the key strictly in the order they came: on release it
 // passes straight to the head of the line. The time in line is bounded by

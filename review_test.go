@@ -235,7 +235,7 @@ func TestReviewHoldTimesCountOnlyGrants(t *testing.T) {
 // TestReviewTextMarshalerKeysWithPointers: a key is any value whose type
 // implements encoding.TextMarshaler, its identity MarshalText's text: an
 // IP address (netip.Addr, net.IP) is a common one. These hold pointers
-// (or are slices), and are refused Invalid.
+// (or are slices), and are held by their text like any other.
 func TestReviewTextMarshalerKeysWithPointers(t *testing.T) {
 	_, l := newLock(t)
 	for _, key := range []any{netip.MustParseAddr("10.0.0.1"), net.ParseIP("10.0.0.1")} {
