@@ -255,6 +255,62 @@ func TestChainsKeepInsertionOrder(t *testing.T) {
 	assert.Equal(t, shard.MinBuckets, sh.BucketsLocked())
 }
 
+// TestChurnAgainstAMap: inserts and deletes in a random order, the count
+// of entries swinging up past a thousand and down to none several times,
+// so that the buckets grow and shrink between the two, with pairs of keys
+// sharing a hash: after every step every key present is found, as its own
+// entry, and the count and the buckets keep their bounds (no more
+// entries than buckets; fewer than 1/ShrinkAt of them only at
+// MinBuckets).
+func TestChurnAgainstAMap(t *testing.T) {
+	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
+	sh.Lock()
+	defer sh.Unlock()
+	const keys = 4096
+	hash := func(k int) uint64 { return uint64(k/2) * 0x9E3779B97F4A7C15 } // k and k^1 collide
+	rng := rand.New(rand.NewPCG(3, 4))
+	present := map[int]*shard.Entry[*holder, *ticket]{}
+	var order []int // the keys present, for picking one at random
+	steps := 0
+	for _, target := range []int{1500, 3, 700, 0, 2000, 40, 900, 0} {
+		for len(present) != target {
+			grow := len(present) < target
+			if rng.IntN(10) < 3 { // a step the other way now and then
+				grow = !grow
+			}
+			if grow && len(present) < keys {
+				k := rng.IntN(keys)
+				for present[k] != nil {
+					k = rng.IntN(keys)
+				}
+				present[k] = insert(sh, hash(k), "l", fmt.Sprint(k))
+				order = append(order, k)
+			} else if !grow && len(present) > 0 {
+				i := rng.IntN(len(order))
+				k := order[i]
+				order[i] = order[len(order)-1]
+				order = order[:len(order)-1]
+				remove(sh, present[k])
+				delete(present, k)
+				require.Nil(t, lookup(sh, hash(k), "l", fmt.Sprint(k)), "key %d found after its delete", k)
+			}
+			steps++
+			n, b := sh.LenLocked(), sh.BucketsLocked()
+			require.Equal(t, len(present), n, "step %d", steps)
+			require.LessOrEqual(t, n, b, "step %d: more entries than buckets", steps)
+			if b > shard.MinBuckets {
+				require.GreaterOrEqual(t, n, b/shard.ShrinkAt, "step %d: %d entries left in %d buckets", steps, n, b)
+			}
+			if steps%101 == 0 || len(present) == target {
+				for k, e := range present {
+					require.Same(t, e, lookup(sh, hash(k), "l", fmt.Sprint(k)), "step %d: key %d", steps, k)
+				}
+			}
+		}
+	}
+	assert.Equal(t, shard.MinBuckets, sh.BucketsLocked(), "empty again: back to the fewest buckets")
+}
+
 func TestAllLockedMayDelete(t *testing.T) {
 	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
 	sh.Lock()
