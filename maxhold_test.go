@@ -353,3 +353,73 @@ func TestListsByTickGoWhenEmpty(t *testing.T) {
 		require.Equal(t, 8, timers, "their timers, each due at its old head's instant")
 	})
 }
+
+// TestManyShardsRevokedAtOnce: a thousand maxHolds of one duration, over
+// every shard, come due in one tick, so the timer goroutine fires some
+// 250 lists at once: eight shards side by side, shared with a helper
+// goroutine where GOMAXPROCS allows. Each lease is revoked once, at its
+// maxHold, and its key handed to the one waiter behind it, at a higher
+// fence; no waiter's own wait, pending in the same shards, ends early.
+func TestManyShardsRevokedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, l := newLock(t)
+		const n = 1000
+		const maxHold = 50 * time.Millisecond
+		type result struct {
+			key   int
+			fence uint64
+			after time.Duration // from the grant to the end of the hold's ctx (holders) or from the call to the grant (waiters)
+			err   error
+		}
+		holders := make(chan result, n)
+		for i := range n {
+			go func() {
+				r := result{key: i}
+				r.err = l.Hold(context.Background(), i, func(ctx context.Context, ls *locks.Lease) error {
+					r.fence = ls.Fence
+					<-ctx.Done()
+					r.after = time.Since(ls.Granted)
+					return nil
+				}, locks.MaxHold(maxHold))
+				holders <- r
+			}()
+		}
+		synctest.Wait() // every key held
+		waiters := make(chan result, n)
+		for i := range n {
+			go func() {
+				r := result{key: i}
+				start := time.Now()
+				r.err = l.Hold(context.Background(), i, func(_ context.Context, ls *locks.Lease) error {
+					r.fence, r.after = ls.Fence, time.Since(start)
+					return nil
+				}, locks.Wait(time.Second))
+				waiters <- r
+			}()
+		}
+		synctest.Wait() // every waiter in line
+		require.Equal(t, n, st.Stats().Waiting)
+
+		fences := make(map[int]uint64, n)
+		for range n {
+			r := <-holders
+			require.ErrorIs(t, r.err, locks.ErrLost, "key %d", r.key)
+			require.Equal(t, ceilTick(maxHold), r.after, "key %d", r.key)
+			fences[r.key] = r.fence
+		}
+		for range n {
+			r := <-waiters
+			require.NoError(t, r.err, "key %d", r.key)
+			require.Equal(t, ceilTick(maxHold), r.after, "key %d: granted at the revocation", r.key)
+			require.Greater(t, r.fence, fences[r.key], "key %d", r.key)
+		}
+		s := st.Stats()
+		require.Equal(t, uint64(n), s.RevokedMaxHold)
+		require.Equal(t, uint64(2*n), s.Grants)
+		require.Zero(t, s.TimedOut)
+		require.Zero(t, s.Keys)
+		for i := range n {
+			requireFree(t, l, i)
+		}
+	})
+}
