@@ -409,8 +409,9 @@ func TryHoldValue[T any](ctx context.Context, l Locker, key any,
 // held function starts and that outlives it: a goroutine given fn's
 // context, or one derived from it, is cancelled when fn returns, and its
 // Hold of the same key is refused as nested while fn runs; given
-// Detach(ctx), it waits in line like any other holder. It allocates one
-// context. Safe for concurrent use.
+// Detach(ctx), it waits in line like any other holder. It allocates
+// twice (context.WithoutCancel's context, and the wrapper that hides the
+// marks). Safe for concurrent use.
 func Detach(ctx context.Context) context.Context {
 	return detached{context.WithoutCancel(ctx)}
 }

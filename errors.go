@@ -32,8 +32,9 @@ const (
 	Canceled
 )
 
-// String returns the kind's name as it ends an error message: "invalid",
-// "in use", "lost", "limit", "closed", "canceled".
+// String returns the kind's name: "invalid", "in use", "lost", "limit",
+// "closed", "canceled". It ends the message of an *Error of kind
+// Invalid, InUse, Limit or Closed (see Error.Error).
 func (k Kind) String() string {
 	switch k {
 	case Invalid:
@@ -113,9 +114,13 @@ type Error struct {
 	Cause error
 }
 
-// Error returns the message: lock NAME: key "KEY": what happened, ending
-// with the kind, or for a lost lease with its reason. The key is quoted as
-// Go quotes strings; a bad lock name is quoted too.
+// Error returns the message: lock NAME: key "KEY": what happened,
+// followed by the kind (": in use"), or, for a caller's context that
+// ended, by the context's error (": context canceled"). For a lost lease,
+// what happened names the kind and the reason ("the lease was lost: it was
+// revoked at its maxHold"), followed by the function's error if it
+// returned one ("; the function returned: ..."). The key is quoted as Go
+// quotes strings; a bad lock name is quoted too.
 func (e *Error) Error() string {
 	b := make([]byte, 0, 64)
 	if e.Lock != "" { // "" where no lock is involved: a session's own

@@ -13,10 +13,11 @@ import (
 // MarkHold returns a copy of ctx marked as running inside a hold of key
 // (its text) in the lock named lock, made by a Locker of another package;
 // ended reports whether that hold is over (it must be safe to call from
-// any goroutine). A Hold, HoldAll, TryHold or Acquire of this package, and
+// any goroutine). A Hold, HoldAll or Acquire of this package, and
 // CheckHold, then see the mark as they see their own holds: a hold of the
-// same lock and key inside it is nested, and Detach hides it. It allocates
-// one context.
+// same lock and key inside it is nested, and Detach hides it. TryHold,
+// which never waits, looks at its own store alone, and answers (false,
+// nil) only for a key held there. It allocates one context.
 func MarkHold(ctx context.Context, lock, key string, ended func() bool) context.Context {
 	return &foreignHold{Context: ctx, lock: lock, key: key, ended: ended}
 }

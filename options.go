@@ -28,7 +28,7 @@ const (
 	// otherwise.
 	DefaultShards = 256
 	// MaxShards is the most shards a store has: Shards asking for more
-	// gets this many (8 MiB of shards).
+	// gets this many (about 38 MB of shards on amd64; see Shards).
 	MaxShards = 1 << 16
 	// DefaultTick is the resolution of a store's timer wheel unless
 	// TimerTick says otherwise: deadlines are rounded up to it.
@@ -142,10 +142,13 @@ const (
 
 // Shards sets the number of shards of the store's key table (rounded up to
 // a power of two); the default is DefaultShards. More shards spread the
-// keys of many goroutines over more mutexes, at 128 bytes and a small map
-// each (fewer than 256 still take 256's 32 KiB of memory, so that each
-// shard sits in a cache-line block of its own); at most MaxShards are
-// made. n must be positive: NewStore panics otherwise.
+// keys of many goroutines over more mutexes, at about 576 bytes each on
+// amd64: the table's shard (128, its mutex and counts), the store's own
+// state of it (384: its deadline lists, and the histograms RecordTimes
+// fills) and its first 8 buckets (64). Fewer than 256 still take 256's 32
+// KiB of table, so that each shard sits in a cache-line block of its own:
+// a store of one shard takes about 40 KiB. At most MaxShards are made. n
+// must be positive: NewStore panics otherwise.
 func Shards(n int) StoreOption { return StoreOption{kind: optShards, shards: n} }
 
 // TimerTick sets the resolution of the store's timer wheel; the default is

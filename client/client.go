@@ -16,16 +16,16 @@
 //	})
 //
 // One Client is one session of the server's store. It renews the session
-// in the background with keepalives, at a third of the shortest ttl of
-// its locks. A function holding a key runs under a context that ends when
-// the lease is lost: at once when the server says so (its maxHold, the
-// store closing), and, when the client could not renew the session in
-// time, before the server could give the key to anyone else: at the
-// lease's ttl after the last renewal the server answered, less a margin
-// (a fifth of the ttl, at most 2 s), on the client's own clock. A broken
-// connection is opened again and the session resumed with what it still
-// holds; a session that expired meanwhile is replaced by a new one, and
-// what the old one held is lost.
+// in the background with keepalives, at a third of the shortest ttl of its
+// locks, or of locks.DefaultTTL if that is shorter. A function holding a
+// key runs under a context that ends when the lease is lost: at once when
+// the server says so (its maxHold, the store closing), and, when the
+// client could not renew the session in time, before the server could give
+// the key to anyone else: at the lease's ttl after the last renewal the
+// server answered, less a margin (a fifth of the ttl, at most 2 s), on the
+// client's own clock. A broken connection is opened again and the session
+// resumed with what it still holds; a session that expired meanwhile is
+// replaced by a new one, and what the old one held is lost.
 //
 // Errors are the *locks.Error values a *locks.Lock returns, with the same
 // kinds and messages: errors.Is(err, locks.ErrInUse) works, and a lost

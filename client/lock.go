@@ -25,8 +25,8 @@ var _ locks.Locker = (*Lock)(nil)
 // store, with the options of locks.OpenLock: locks.TTL (how long its
 // leases live without the session being renewed), and the default
 // locks.MaxHold and locks.Wait of its holds. A ttl shorter than those of
-// the client's other locks makes the client renew its session more
-// often (a third of the shortest ttl). It fails Invalid for a bad name or
+// the client's other locks, and than locks.DefaultTTL, makes the client
+// renew its session more often (a third of the shortest ttl). It fails Invalid for a bad name or
 // option, with the messages of locks.OpenLock, and Closed once the client
 // is closed. It makes no call to the server.
 func (c *Client) OpenLock(name string, opts ...locks.Option) (*Lock, error) {
