@@ -21,14 +21,14 @@ type Lock struct {
 
 var _ locks.Locker = (*Lock)(nil)
 
-// OpenLock returns a handle on the lock called name in the server's
-// store, with the options of locks.OpenLock: locks.TTL (how long its
-// leases live without the session being renewed), and the default
-// locks.MaxHold and locks.Wait of its holds. A ttl shorter than those of
-// the client's other locks, and than locks.DefaultTTL, makes the client
-// renew its session more often (a third of the shortest ttl). It fails Invalid for a bad name or
-// option, with the messages of locks.OpenLock, and Closed once the client
-// is closed. It makes no call to the server.
+// OpenLock returns a handle on the lock called name in the server's store,
+// with the options of locks.OpenLock: locks.TTL (how long its leases live
+// without the session being renewed), and the default locks.MaxHold and
+// locks.Wait of its holds. A ttl shorter than those of the client's other
+// locks, and than locks.DefaultTTL, makes the client renew its session
+// more often (a third of the shortest ttl). It fails Invalid for a bad
+// name or option, with the messages of locks.OpenLock, and Closed once the
+// client is closed. It makes no call to the server.
 func (c *Client) OpenLock(name string, opts ...locks.Option) (*Lock, error) {
 	c.mu.Lock()
 	closed := c.closed
