@@ -96,3 +96,13 @@ func TestAllocsTryHoldFreeKey(t *testing.T) {
 	_, l := newLock(t)
 	requireAllocs(t, "TryHold of a free key", 1, tryHoldOnce(t, l, "invoice-42", true))
 }
+
+// TestAllocsDetach: Detach allocates twice, as its comment says:
+// context.WithoutCancel's context and the wrapper that hides the marks.
+func TestAllocsDetach(t *testing.T) {
+	ctx := locks.MarkHold(context.Background(), name, "9", func() bool { return false })
+	var sink context.Context
+	n := allocs(t, func() { sink = locks.Detach(ctx) })
+	require.Equal(t, 2.0, n)
+	require.NotNil(t, sink)
+}

@@ -22,6 +22,9 @@ func TestForeignHolds(t *testing.T) {
 	require.NoError(t, locks.CheckHold(ctx, name, "10"))
 	require.NoError(t, locks.CheckHold(locks.Detach(ctx), name, "9"), "Detach hides the mark")
 	require.NoError(t, l.Hold(ctx, 10, nop), "another key inside is fine")
+	acquired, err := l.TryHold(ctx, 9, nop)
+	require.NoError(t, err)
+	require.True(t, acquired, "TryHold looks at its own store alone, where the key is free")
 	over = true
 	require.NoError(t, l.Hold(ctx, 9, nop), "an ended hold encloses nothing")
 	require.EqualError(t, locks.CheckHold(locks.InTransaction(ctx), name, "9"), `lock invoices: key "9": held inside a transaction: invalid`)
@@ -32,7 +35,7 @@ func TestForeignHolds(t *testing.T) {
 	cause := errors.New("gone")
 	cctx, cancel := context.WithCancelCause(context.Background())
 	cancel(cause)
-	var err error = locks.ContextError(name, "9", cctx)
+	err = locks.ContextError(name, "9", cctx)
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, err, cause)
 	require.EqualError(t, err, `lock invoices: key "9": the hold's context ended: context canceled: gone`)
