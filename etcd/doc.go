@@ -61,15 +61,19 @@
 //
 // Errors are the *locks.Error values a *locks.Lock returns, with the same
 // kinds and messages: errors.Is(err, locks.ErrInUse) works, and a lost
-// lease wraps the function's error. A call to etcd that failed (etcd
-// unreachable for a ttl, a request refused) returns an error naming the
-// lock and the key that wraps etcd's error.
+// lease wraps the function's error. A call to etcd that failed as a hold
+// joined its key's line, granted the Store's lease or revoked a stuck
+// holder (etcd unreachable for a ttl, a request refused) returns an error
+// naming the lock and the key that wraps etcd's error. A call that fails
+// while a hold waits is made again until the wait ends (in use), and a
+// release that fails is made again in the background: that Hold returns
+// the function's result.
 //
 // # Which to use
 //
 // One process: package locks itself (a hold costs nanoseconds). Many
-// processes and one server is enough: locksd and package client (a round
-// trip to one server). A lock service that must survive the loss of a
+// processes and one server is enough: locksd and package client (two
+// round trips to one server). A lock service that must survive the loss of a
 // machine: this package, at the cost of etcd's consensus on every grant
 // and release.
 package etcdlocks

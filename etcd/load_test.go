@@ -16,9 +16,9 @@ func loadScale() (clients, holds int) {
 	return 20, lockertest.LoadHolds("ETCDLOCKS_LOAD_HOLDS", 200)
 }
 
-// 20 processes (a client and a Store each) hold 10 keys over and over:
-// every grant is exclusive, fences rise per key, and nothing is left
-// under the prefix after.
+// 20 Stores, each with its own client as a process would have, hold 10
+// keys over and over: every grant is exclusive, fences rise per key, and
+// nothing is left under the prefix after.
 func TestLoad(t *testing.T) {
 	clients, holds := loadScale()
 	prefix := newPrefix(t)

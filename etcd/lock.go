@@ -80,16 +80,19 @@ func (l *Lock) Name() string { return l.spec.Name() }
 // of the same key on the same prefix (ctx descending from that hold's
 // function context; locks.Detach makes one that does not); Closed when
 // the Store is closed, or when its etcd lease lapsed while the hold
-// waited ("the session expired"). A call to etcd that fails returns an error naming the lock
-// and the key that wraps etcd's error; every other error but fn's own is
-// a *locks.Error.
+// waited ("the session expired"). A call to etcd that fails as the hold
+// joins the line, grants the Store's lease or revokes a stuck holder
+// returns an error naming the lock and the key that wraps etcd's error
+// (one that fails while the hold waits is made again until the wait
+// ends; a release that fails, again in the background, and Hold returns
+// fn's result); every other error but fn's own is a *locks.Error.
 //
 // Cost: on a free key two calls to etcd, a transaction that joins the
 // line and finds it empty and one that lets the key go, and a watch of
 // the key while fn runs (so that a revocation or a deletion by another
 // hand ends fn's context); a wait adds a watch of the key just ahead in
-// line (only that one: a release wakes one waiter), a transaction per
-// change ahead, and one that records the grant. etcd's cost of each
+// line (only that one: a release wakes one waiter), a transaction each
+// time the key ahead is deleted, and one that records the grant. etcd's cost of each
 // transaction grows with the number of keys in the key's line. The first
 // hold of a ttl grants the Store's lease: one call more. Safe for
 // concurrent use.
@@ -116,7 +119,8 @@ func (l *Lock) Hold(ctx context.Context, key any, fn locks.HoldFunc, opts ...loc
 // as gone: TryHold revokes it. A Wait option is Invalid. It fails (false,
 // err) as Hold does for a bad key, a closed Store or an ended ctx. Cost:
 // as Hold's on a free key when it runs fn, one transaction when the key
-// is held. Safe for concurrent use.
+// is held, and one more for each holder past its maxHold it revokes.
+// Safe for concurrent use.
 func (l *Lock) TryHold(ctx context.Context, key any, fn locks.HoldFunc, opts ...locks.Option) (acquired bool, err error) {
 	text, st, err := l.spec.CheckTry(ctx, key, fn, opts)
 	if err != nil {

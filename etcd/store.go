@@ -114,7 +114,10 @@ func Open(client *clientv3.Client, prefix string, opts ...Option) (*Store, error
 // OpenLock, Hold and TryHold fails Closed. It revokes the Store's etcd
 // leases, which deletes every key of its holds at once, waiting for etcd
 // 5 s at most (without it, the keys go at the leases' ttl), and waits for
-// the Store's goroutines to end. It does not wait for running functions,
+// the Store's own goroutines (its leases' keepalives, its releases in the
+// background) to end; the watch a running hold keeps on its key ends with
+// the close too, and that Hold waits for it once its function returns. It
+// does not wait for running functions,
 // and does not close the etcd client. Idempotent: every call returns
 // once the Store is closed; it returns nil, or the error of revoking a
 // lease.
