@@ -16,8 +16,9 @@ import (
 // million goroutines each later collection scans a million records, and
 // the runtime's timer heaps keep their size; figures taken in a process
 // that ran another experiment before would carry its leftovers. (The
-// memory scenario runs last, in this process: it starts its million
-// goroutines once before measuring, and subtracts what they cost.) The child is this same program, given -child and the
+// memory scenario runs in this process, after every other but remote: it
+// starts its million goroutines once before measuring, and subtracts what
+// they cost.) The child is this same program, given -child and the
 // experiment's name; it prints the experiment's figures as JSON.
 
 // inChild runs one repetition of sc for p at GOMAXPROCS cpu in a child

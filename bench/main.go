@@ -53,7 +53,8 @@
 // floor both missed. A summary of the verdicts closes the run.
 //
 // The same scenarios are go test benchmarks (bench_test.go), for
-// benchstat; they run one peer at a time, under b.RunParallel:
+// benchstat; they run one peer at a time, the throughput scenarios under
+// b.RunParallel, the experiments once per b.N:
 //
 //	go test -run '^$' -bench . -count 6 ./bench > new.txt
 //

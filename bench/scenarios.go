@@ -111,7 +111,7 @@ type Env struct {
 	// repetition, for a median (the deadlines scenario's arm+cancel).
 	Reps int
 	// BenchTime is how long the experiments' own timing loops run (see
-	// parallelLoop).
+	// pairedLoop).
 	BenchTime time.Duration
 	// Zipf draws ranks of Keys with θ = 0.99.
 	Zipf *Zipf

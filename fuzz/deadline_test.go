@@ -26,8 +26,8 @@ func ceilMs(d time.Duration) time.Duration {
 }
 
 // A deadline re-armed on each wake-up instead of counted once from the
-// call: the waiter below sees its line move (the holder revoked, the head
-// granted, a waiter ahead cancelled) and must still fail at call+wait.
+// call: the waiter below sees its line move (the holder revoked at its
+// maxHold, the waiter ahead granted) and must still fail at call+wait.
 // maxHold is counted once from the grant.
 func TestWaitCountedOnceFromCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -237,12 +237,7 @@ func TestIdleStoreThenShortDeadline(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
 		requireEnded(t, w, locks.InUse)
-		far := holding(t, l, "far-holder")
-		farWait := queued(t, context.Background(), l, "far-holder", locks.Wait(5000*time.Hour))
-		for _, idle := range []time.Duration{1000 * time.Hour, 1000*time.Hour + 7*time.Millisecond} {
-			time.Sleep(idle)
-			synctest.Wait()
-			requireWaiting(t, farWait)
+		shortWait := func() {
 			w := startHold(t, context.Background(), l, 9, locks.Wait(time.Millisecond))
 			time.Sleep(time.Millisecond - time.Nanosecond)
 			synctest.Wait()
@@ -250,6 +245,16 @@ func TestIdleStoreThenShortDeadline(t *testing.T) {
 			time.Sleep(time.Nanosecond)
 			synctest.Wait()
 			requireEnded(t, w, locks.InUse)
+		}
+		time.Sleep(1000 * time.Hour) // nothing pending
+		shortWait()
+		far := holding(t, l, "far-holder")
+		farWait := queued(t, context.Background(), l, "far-holder", locks.Wait(5000*time.Hour))
+		for _, idle := range []time.Duration{1000 * time.Hour, 1000*time.Hour + 7*time.Millisecond} {
+			time.Sleep(idle)
+			synctest.Wait()
+			requireWaiting(t, farWait)
+			shortWait()
 		}
 		h.letGo()
 		far.letGo()

@@ -15,8 +15,7 @@ import (
 
 // The helpers of the regression tests, named and shaped as the root
 // package's (main_test.go there): newStore, openLock, newLock, startHold,
-// queued, holding, hold.letGo/wait/finish, requireFree, requireKind. They
-// differ in one way: these tests run in synctest bubbles and look at a
+// queued, holding, hold.letGo, requireFree. They differ in one way: these tests run in synctest bubbles and look at a
 // hold without waiting for it (requireHolding, requireWaiting,
 // requireEnded, after synctest.Wait), so that no fake time passes unseen;
 // and a hold records its instants.

@@ -42,7 +42,7 @@ var opNames = [...]string{"hold", "try", "release", "releaseKey", "panic", "goex
 type Op struct {
 	Kind    OpKind
 	Key     uint8 // 0..2 valid keys, 3 an invalid one
-	Lock    uint8 // handle 0..2 (see Handles)
+	Lock    uint8 // handle 0..2 (see handleNames in driver_test.go)
 	Obey    bool  // fn returns when its context ends
 	FnErr   bool  // fn returns its own error when let go
 	Pre     bool  // the caller's context ended before the call
