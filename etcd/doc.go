@@ -72,8 +72,8 @@
 // # Which to use
 //
 // One process: package locks itself (a hold costs nanoseconds). Many
-// processes and one server is enough: locksd and package client (two
-// round trips to one server). A lock service that must survive the loss of a
+// processes and one server is enough: locksd and package client (two round
+// trips to one server). A lock service that must survive the loss of a
 // machine: this package, at the cost of etcd's consensus on every grant
 // and release.
 package etcdlocks

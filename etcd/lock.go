@@ -87,12 +87,12 @@ func (l *Lock) Name() string { return l.spec.Name() }
 // ends; a release that fails, again in the background, and Hold returns
 // fn's result); every other error but fn's own is a *locks.Error.
 //
-// Cost: on a free key two calls to etcd, a transaction that joins the
-// line and finds it empty and one that lets the key go, and a watch of
-// the key while fn runs (so that a revocation or a deletion by another
-// hand ends fn's context); a wait adds a watch of the key just ahead in
-// line (only that one: a release wakes one waiter), a transaction each
-// time the key ahead is deleted, and one that records the grant. etcd's cost of each
+// Cost: on a free key two calls to etcd, a transaction that joins the line
+// and finds it empty and one that lets the key go, and a watch of the key
+// while fn runs (so that a revocation or a deletion by another hand ends
+// fn's context); a wait adds a watch of the key just ahead in line (only
+// that one: a release wakes one waiter), a transaction each time the key
+// ahead is deleted, and one that records the grant. etcd's cost of each
 // transaction grows with the number of keys in the key's line. The first
 // hold of a ttl grants the Store's lease: one call more. Safe for
 // concurrent use.
