@@ -170,7 +170,8 @@ func (c *holdContext) parentEnded() {
 // loseLocked records that the lease was lost for r, and settles c with it
 // unless it ended first. It runs none of the parent's code, does not
 // cancel the real context (cancelLost does, once the store's lock is let
-// go), and allocates nothing unless fn built a real context. The store
+// go), and allocates nothing unless c's state was set before (fn built a
+// real context, or saw its parent end). The store
 // calls it under the shard's mutex, so a holder that lets go under that
 // mutex later sees the loss.
 func (c *holdContext) loseLocked(r loss) {
@@ -209,7 +210,8 @@ func (c *holdContext) lost() loss {
 // end marks the hold as over, on the holder's own goroutine: c is
 // settled (with context.Canceled, unless the lease was lost or the parent
 // ended before), the real context is cancelled and stops following the
-// parent. Ending an unbuilt context allocates nothing.
+// parent. Ending a context whose state was never set (nothing built, lost
+// or seen ended) allocates nothing.
 func (c *holdContext) end() {
 	// Most holds end with nothing built, lost or settled: the CAS the
 	// general path below would make, without its closure.
@@ -294,9 +296,10 @@ func (st *ctxState) causeOf(c *holdContext) error {
 	return context.Cause(c.parent)
 }
 
-// markKey is the one context key under which both marks of this package
-// answer: a transaction mark, or the *holdContext of an enclosing hold.
-// One key for both means one walk up a context chain checks both.
+// markKey is the one context key under which every mark of this package
+// answers: a transaction mark, the *holdContext of an enclosing hold, or
+// a *foreignHold (MarkHold). One key for all means one walk up a context
+// chain checks them all.
 type markKey struct{}
 
 // txMark marks a context as running inside a write transaction.

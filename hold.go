@@ -32,11 +32,13 @@ const (
 // ticket is one pending deadline of a hold: a waiter's wait, or a
 // holder's maxHold, standing in its shard's deadline list for that purpose
 // and duration. A holder with a maxHold that did not wait takes a bare one
-// (48 bytes on amd64); a waiter has one inside its record. Tickets are
-// internal (no user code ever sees one), so unlike the hold's context they
-// are reused: nothing but the shard's lists and the hold's own goroutine
-// points at one, and both let go of it before it is given back (a bare one
-// to the spare of the entry it was armed for, a waiter's to its shard).
+// (48 bytes on amd64); a waiter, and every hold of a session, has one
+// inside its waiter record. Tickets are internal (no user code ever sees
+// one), so unlike the hold's context they are reused: a bare one, once out
+// of every list, becomes the spare of the entry it was armed for; a
+// waiter's goes back to its shard with its record, and what may still
+// point at a record then (a cycle check's edges, a ttl group's members
+// being acted on) keeps the hold's context beside it to tell a reused one.
 // Guarded by the shard's mutex.
 type ticket struct {
 	next, prev *ticket       // in list
@@ -66,7 +68,9 @@ type waiter struct {
 	since time.Duration // when it joined the line, on the timer clock
 
 	// A session's hold is a member of its session's ttl group from the
-	// call to the release: guarded by the session's mutex (see session.go).
+	// call to the release. sess is guarded by the shard's mutex (set in
+	// Session.joinLocked, which holds both); the rest by the session's
+	// (see session.go).
 	sess    *Session
 	grp     *ttlGroup              // nil while not in the group
 	member  waitq.Element[*waiter] // its place among the group's members

@@ -54,7 +54,8 @@ const maxInstant = time.Duration(math.MaxInt64)
 
 // deadlineList is a shard's line of pending deadlines of one purpose and
 // duration, first due first, or (byTick) of one purpose due within one
-// tick. Its fields but timer are guarded by its shard's mutex.
+// tick. Its fields but timer are guarded by its shard's mutex, or, for a
+// session's ttl group (forTTL, no shard), by the session's.
 type deadlineList struct {
 	sd         *shardLocal
 	p          purpose
@@ -66,7 +67,8 @@ type deadlineList struct {
 	// has taken it from the wheel and will look at the list (and re-arm it)
 	// under the shard's mutex. Cleared under the shard's mutex: when the
 	// list is found empty, and for a list by tick once its timer is out of
-	// the wheel (taken to fire, or cancelled as the list empties).
+	// the wheel (taken to fire, or cancelled as the list empties). A list
+	// of waits of Forever is armed with no timer: it never fires.
 	armed bool
 	timer timerwheel.Timer[*deadlineList] // guarded by the store's timers mutex
 	grp   *ttlGroup                       // for forTTL: the session's group whose timer this is
@@ -84,7 +86,8 @@ type shardLocal struct {
 	_ [(shard.CacheLine - unsafe.Sizeof(local{})%shard.CacheLine) % shard.CacheLine]byte
 }
 
-// local is guarded by its shard's mutex.
+// local is guarded by its shard's mutex, but for the histograms, which
+// are atomic and written outside it (see times.go).
 type local struct {
 	sh      *keyShard
 	lists   []*deadlineList          // the first maxLists deadline lists, in listArr
@@ -294,8 +297,9 @@ func (t *timers) init(s *store, tick time.Duration) {
 	t.done = make(chan struct{})
 }
 
-// schedule arms l's timer for instant at. l's timer is not in the wheel.
-// O(1); no allocation.
+// schedule arms l's timer for instant at. If l's timer is in the wheel
+// already (a session's Renew schedules its group's at once when members
+// lapsed), the wheel moves it. O(1); no allocation.
 func (t *timers) schedule(l *deadlineList, at time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -335,8 +339,9 @@ func (t *timers) stop() {
 	}
 }
 
-// fireAlone is how many due lists one goroutine fires by itself; past it,
-// the work is shared with helpers (up to GOMAXPROCS), since lists of
+// fireAlone is the fewest due lists a goroutine fires: below twice as
+// many, the timer goroutine fires them alone; past that, the work is
+// shared with helpers (up to GOMAXPROCS goroutines in all), since lists of
 // different shards fire independently.
 const fireAlone = 32
 

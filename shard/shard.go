@@ -47,13 +47,14 @@ import (
 // DeleteLocked may be reused for another key.
 type Entry[H comparable, T any] struct {
 	hash uint64
-	next *Entry[H, T] // the next entry with the same hash, or the next free one
+	next *Entry[H, T] // the next entry in its bucket's chain, or the next free one
 
 	// Holder is the key's holder, the zero H when the key is free.
 	Holder H
 	// Ticket is the owner's record beside the holder, the zero T when it
-	// has none (the store keeps there a holder's place in the line of its
-	// maxHold deadlines).
+	// has none (the store keeps there the holder's ticket: its maxHold's
+	// place among the shard's deadlines, and, for a holder that waited or
+	// is a session's, the way to its waiter record).
 	Ticket T
 	// Line is the key's line of waiters, first come first served: the
 	// owner's tickets.

@@ -16,7 +16,8 @@
 // alternated runs).
 //
 // A List is a plain data structure and is not safe for concurrent use: its
-// owner (a shard of keys, in package shard) guards it with its own mutex.
+// owner guards it with its own mutex (the store: a key's line with its
+// shard's, a session's ttl group with the session's).
 package waitq
 
 // Element is one waiter's place in a List. Embed it in the waiter (setting
