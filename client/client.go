@@ -97,7 +97,7 @@ type Client struct {
 
 	mu       sync.Mutex
 	sess     sessionRef
-	minTTL   time.Duration // the shortest ttl of its locks, DefaultTTL before any
+	minTTL   time.Duration // the shortest of its locks' ttls and DefaultTTL
 	renewed  time.Time     // when the last renewal the server answered was sent
 	entries  map[uint64]*entry
 	nextID   uint64

@@ -97,8 +97,8 @@ func errExpired(lock string, key []byte) *locks.Error {
 	return &locks.Error{Kind: locks.Closed, Lock: lock, Key: string(key), Reason: "the session expired"}
 }
 
-// lookup returns the session named by id and secret, if it is open and
-// ctx's caller's.
+// lookup returns the session named by id and secret, if the server still
+// has it (it may be closed: callers look) and it is ctx's caller's.
 func (s *Server) lookup(ctx context.Context, id, secret []byte) *session {
 	s.mu.Lock()
 	sess := s.sessions[string(id)]

@@ -190,9 +190,9 @@ func (x *Exclusive) Leave(ls *locks.Lease) {
 	x.mu.Unlock()
 }
 
-// Load has each of lockers hold keys 0 to keys-1 holds times over, all
-// at once, and fails t if two hold one key at once, a key's fences do
-// not rise, or a hold fails. It returns how long it took.
+// Load has each of lockers make holds holds, all lockers at once, spread
+// over keys 0 to keys-1, and fails t if two hold one key at once, a key's
+// fences do not rise, or a hold fails. It returns how long it took.
 func Load(t *testing.T, lockers []locks.Locker, holds, keys int) time.Duration {
 	t.Helper()
 	var x Exclusive
