@@ -334,8 +334,9 @@ var _ Locker = (*Lock)(nil)
 // bad key or option, a nil ctx or fn, inside InTransaction, and inside a
 // hold of the same lock and key (ctx descending from that hold's context;
 // see Detach); inside another hold, when its wait would close a cycle of
-// holds waiting on each other, it leaves the line and fails Invalid,
-// naming the keys of the cycle. It fails Lost when the lease was lost
+// holds waiting on each other (each wait taken as made by the hold whose
+// context its ctx descends from, as for nesting), it leaves the line and
+// fails Invalid, naming the keys of the cycle. It fails Lost when the lease was lost
 // before fn returned (see MaxHold and Close), wrapping fn's error: check
 // errors.Is(err, ErrLost) before context.Canceled, since a function that
 // returns its ended ctx's error makes a lost lease match both. Closed
@@ -365,11 +366,11 @@ func (l *Lock) TryHold(ctx context.Context, key any, fn HoldFunc, opts ...Option
 
 // HoldValue is Hold for a function that answers a value, on any Locker:
 // it returns what fn returned. When fn did not run, the value is T's zero
-// value. A nil l fails Invalid.
+// value. A nil l, or a nil *Lock in it, fails Invalid.
 func HoldValue[T any](ctx context.Context, l Locker, key any,
 	fn func(ctx context.Context, lease *Lease) (T, error), opts ...Option) (T, error) {
 	var v T
-	if l == nil {
+	if nilLocker(l) {
 		return v, newError(Invalid, "", "", "the Locker is nil")
 	}
 	var run HoldFunc // nil for a nil fn, which Hold refuses
@@ -386,10 +387,10 @@ func HoldValue[T any](ctx context.Context, l Locker, key any,
 
 // TryHoldValue is TryHold for a function that answers a value, on any
 // Locker: it returns what fn returned, and whether it ran. A nil l fails
-// Invalid.
+// Invalid, and so does a nil *Lock in it.
 func TryHoldValue[T any](ctx context.Context, l Locker, key any,
 	fn func(ctx context.Context, lease *Lease) (T, error), opts ...Option) (value T, acquired bool, err error) {
-	if l == nil {
+	if nilLocker(l) {
 		return value, false, newError(Invalid, "", "", "the Locker is nil")
 	}
 	var run HoldFunc // nil for a nil fn, which TryHold refuses
@@ -402,6 +403,13 @@ func TryHoldValue[T any](ctx context.Context, l Locker, key any,
 	}
 	acquired, err = l.TryHold(ctx, key, run, opts...)
 	return value, acquired, err
+}
+
+// nilLocker reports whether l is nil, or a nil *Lock, whose methods
+// would dereference it.
+func nilLocker(l Locker) bool {
+	lk, ok := l.(*Lock)
+	return l == nil || ok && lk == nil
 }
 
 // Detach returns a context with ctx's values and none of its

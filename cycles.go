@@ -11,12 +11,18 @@ import (
 // A hold made inside the function of a hold of another key, waiting for a
 // key whose holder (through its own nested holds) waits for a key the
 // first one holds, would wait out its wait: nobody in such a cycle can let
-// go. The store sees these cycles only where it can prove them: every
-// edge is a hold whose ctx descends from the holds its goroutine holds
-// (so those holds cannot end before it stops waiting), and every waiter on
-// the way is checked under its shard's mutex to stand in line still. The
-// waiter that closes a cycle fails Invalid at once, naming the cycle's
-// keys.
+// go. The store sees these cycles through contexts, as it sees a hold
+// inside a hold of the same key (SPEC §4): a wait whose ctx descends from
+// a hold's function context is taken as that hold's own, which cannot end
+// before the wait does. So it is where the function makes the wait; a
+// goroutine the function starts with its context counts as the function
+// too, and a cycle through it is refused although the function could
+// have returned and let its key go (such work takes Detach(ctx), as it
+// must to hold the same key). Every waiter on the way is checked under its
+// shard's mutex to stand in line still. The waiter that closes a cycle
+// fails Invalid at once, naming the cycle's keys. From each hold the walk
+// follows the first of its waits that still stands in line: a cycle
+// through another of them is not seen, and waits out its wait.
 //
 // Only waits made inside holds take part, and they take one mutex of the
 // store's (cyclesMu): a hold made outside every hold never touches it.

@@ -116,3 +116,50 @@ func TestHoldAllAgainstANestedHold(t *testing.T) {
 		require.NoError(t, <-all)
 	})
 }
+
+// TestCycleThroughAGoroutine: a goroutine a held function starts with its
+// context counts as that hold, as for a hold of the same key (SPEC §4):
+// its wait for b, and a hold of b waiting for a, close a cycle, refused
+// although the function could return and let a go. Started with
+// Detach(ctx), it is a holder of its own, and the hold of b waits for a.
+func TestCycleThroughAGoroutine(t *testing.T) {
+	for _, detach := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fn's context", true: "Detach"}[detach], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, l := newLock(t)
+				aHeld, bHeld := make(chan struct{}), make(chan struct{})
+				aDone, bg := make(chan error, 1), make(chan error, 1)
+				go func() {
+					aDone <- l.Hold(context.Background(), "a", func(ctx context.Context, _ *locks.Lease) error {
+						close(aHeld)
+						<-bHeld
+						if detach {
+							ctx = locks.Detach(ctx)
+						}
+						go func() { bg <- l.Hold(ctx, "b", nop, locks.Wait(time.Hour)) }()
+						time.Sleep(time.Second) // the goroutine waits for b meanwhile
+						return nil
+					})
+				}()
+				<-aHeld
+				start := time.Now()
+				err := l.Hold(context.Background(), "b", func(ctx context.Context, _ *locks.Lease) error {
+					close(bHeld)
+					synctest.Wait() // the goroutine waits for b
+					return l.Hold(ctx, "a", nop, locks.Wait(time.Hour))
+				})
+				took := time.Since(start)
+				require.NoError(t, <-aDone)
+				if detach {
+					require.NoError(t, err)
+					require.Equal(t, time.Second, took, "a came when its function returned")
+					require.NoError(t, <-bg, "the detached goroutine got b after")
+					return
+				}
+				require.EqualError(t, err, `lock invoices: key "a": waiting would close a cycle of holds waiting on each other: invoices "a" → invoices "b": invalid`)
+				require.Zero(t, took, "at once")
+				require.NoError(t, <-bg, "the goroutine got b when the refused hold let it go")
+			})
+		})
+	}
+}

@@ -175,6 +175,12 @@ func TestHoldValueOnALocker(t *testing.T) {
 	require.Equal(t, "tried", v)
 	_, err = locks.HoldValue(context.Background(), nil, 9, func(context.Context, *locks.Lease) (int, error) { return 1, nil })
 	require.ErrorIs(t, err, locks.ErrInvalid)
+	var none *locks.Lock // a nil *Lock in a Locker is a nil l too
+	_, err = locks.HoldValue(context.Background(), none, 9, func(context.Context, *locks.Lease) (int, error) { return 1, nil })
+	require.EqualError(t, err, "the Locker is nil: invalid")
+	_, ok, err = locks.TryHoldValue(context.Background(), none, 9, func(context.Context, *locks.Lease) (int, error) { return 1, nil })
+	require.False(t, ok)
+	require.EqualError(t, err, "the Locker is nil: invalid")
 }
 
 // TestDetach: work a held function starts with Detach(ctx) keeps ctx's

@@ -47,7 +47,9 @@ func keyText(key any) (string, string) {
 // allocation. The copy is a typed one (reflect.Copy of a one-element
 // array, with the garbage collector's write barriers), read from the
 // interface's data word: the value it points at, or for a pointer-shaped
-// type the word itself.
+// type the word itself. A key that is a pointer (a *big.Int) is called
+// through that copied pointer, at the value it points to, as the
+// caller's own call would be.
 func marshaledKeyText(key any, t reflect.Type) (string, string) {
 	at := reflect.ArrayOf(1, t)
 	cp := reflect.New(at).Elem()
@@ -60,7 +62,12 @@ func marshaledKeyText(key any, t reflect.Type) (string, string) {
 	} else {
 		reflect.Copy(cp, reflect.NewAt(at, data).Elem())
 	}
-	k := cp.Index(0).Addr().Interface().(encoding.TextMarshaler) // a *T has T's methods
+	var k encoding.TextMarshaler
+	if t.Kind() == reflect.Pointer {
+		k = cp.Index(0).Interface().(encoding.TextMarshaler) // a *big.Int: the copied pointer itself
+	} else {
+		k = cp.Index(0).Addr().Interface().(encoding.TextMarshaler) // a *T has T's methods
+	}
 	b, err := k.MarshalText()
 	if err != nil {
 		return "", "the key's MarshalText failed (" + t.String() + "): " + err.Error()
@@ -84,7 +91,12 @@ func directIface(t reflect.Type) bool {
 	return false
 }
 
-var textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+var (
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+	// byteType is the element of a []byte or [N]byte key: a slice or array
+	// of a named byte type (type B uint8) is another underlying type.
+	byteType = reflect.TypeFor[byte]()
+)
 
 // reflectKeyText handles the kinds keyText's switch does not name: smaller
 // integers, and named types whose underlying type is a string, an integer
@@ -103,12 +115,12 @@ func reflectKeyText(key any) (string, string) {
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		return strconv.FormatUint(v.Uint(), 10), ""
 	case reflect.Slice:
-		if v.Type().Elem().Kind() == reflect.Uint8 {
+		if v.Type().Elem() == byteType {
 			s := string(v.Bytes())
 			return s, checkText(s)
 		}
 	case reflect.Array:
-		if v.Type().Elem().Kind() == reflect.Uint8 {
+		if v.Type().Elem() == byteType {
 			b := make([]byte, v.Len())
 			reflect.Copy(reflect.ValueOf(b), v)
 			s := string(b)

@@ -3,6 +3,7 @@ package locks_test
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -20,6 +21,14 @@ type (
 	rawKey   []byte
 	tenantID string
 	digit    [1]byte
+)
+
+// A byte type of its own: a slice or array of it is not a []byte or a
+// [N]byte (SPEC §2 names those underlying types only).
+type (
+	octet      uint8
+	octets     []octet
+	octetArray [1]octet
 )
 
 // Keys whose identity is their MarshalText (a uuid.UUID is one: a [16]byte
@@ -64,6 +73,8 @@ func TestKeyIdentity(t *testing.T) {
 		{"[1]byte", [1]byte{'9'}},
 		{"named [1]byte", digit{'9'}},
 		{"TextMarshaler", text9{}},
+		{"*T TextMarshaler", &ptrText{}},
+		{"*big.Int", big.NewInt(9)},
 	}
 	for _, holder := range spellings {
 		t.Run("held as "+holder.name, func(t *testing.T) {
@@ -175,6 +186,9 @@ func TestInvalidKeys(t *testing.T) {
 		{"failing MarshalText", badText{}},
 		{"empty MarshalText", emptyText{}},
 		{"nil TextMarshaler", (*ptrText)(nil)},
+		{"nil *big.Int", (*big.Int)(nil)},
+		{"[]octet", octets("9")},
+		{"[1]octet", octetArray{'9'}},
 		{"map", map[string]int{"9": 9}},
 		{"func", func() {}},
 		{"chan", make(chan int)},
