@@ -241,7 +241,10 @@ func TestAReleaseBeforeItsAcquireCancelsIt(t *testing.T) {
 	if _, err := a.release(7); err != nil {
 		t.Fatal(err)
 	}
-	_, err := a.acquire(7, "invoices", "9", time.Second, 0)
+	// A bad Acquire of the id fails Invalid and leaves the Release remembered.
+	_, err := a.acquire(7, "invoices", "", time.Second, 0)
+	wantError(t, err, codes.InvalidArgument, `lock invoices: the key is empty: invalid`)
+	_, err = a.acquire(7, "invoices", "9", time.Second, 0)
 	wantError(t, err, codes.Canceled, `lock invoices: key "9": the hold's context ended: context canceled`)
 	if st := store.Stats(); st.Keys != 0 || st.Grants != 0 {
 		t.Fatalf("%+v", st)
@@ -390,7 +393,9 @@ func TestLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		_, err := a.acquire(3, "invoices", "z", time.Second, 0)
+		_, err := a.acquire(3, "invoices", "", time.Second, 0)
+		wantError(t, err, codes.InvalidArgument, `lock invoices: the key is empty: invalid`) // bad input first
+		_, err = a.acquire(3, "invoices", "z", time.Second, 0)
 		wantError(t, err, codes.ResourceExhausted, `lock invoices: key "z": the session holds and waits for 2 keys, its limit: limit`)
 		if !errors.Is(pb.ErrorOf(err), locks.ErrLimit) {
 			t.Fatal(err)

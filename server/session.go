@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/holdline/locks"
+	"github.com/holdline/locks/internal/remote"
 	pb "github.com/holdline/locks/proto/locksv1"
 )
 
@@ -484,14 +485,21 @@ func (v *service) Acquire(ctx context.Context, req *pb.AcquireRequest) (*pb.Acqu
 	if id == 0 {
 		return nil, invalid(name, key, "the acquire id is 0")
 	}
+	opts := []locks.Option{locks.Wait(time.Duration(req.GetWaitNs())), locks.MaxHold(time.Duration(req.GetMaxHoldNs()))}
+	// The key and options are checked before begin, which may take up a
+	// Release that came first or refuse at the session's limit: a bad
+	// request fails Invalid, as Acquire would, and changes nothing.
+	spec, _ := remote.Open(name, name, nil) // name was checked by OpenLock
+	if _, _, err := spec.CheckHold(ctx, key, acquireFn, opts); err != nil {
+		return nil, statusOf(err)
+	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p := &pending{cancel: cancel}
 	if err := sess.begin(id, p, name, key); err != nil {
 		return nil, err
 	}
-	g, err := lock.Acquire(pctx, sess.core, key,
-		locks.Wait(time.Duration(req.GetWaitNs())), locks.MaxHold(time.Duration(req.GetMaxHoldNs())))
+	g, err := lock.Acquire(pctx, sess.core, key, opts...)
 
 	sess.mu.Lock()
 	delete(sess.pending, id)
@@ -532,6 +540,10 @@ func (v *service) Acquire(ctx context.Context, req *pb.AcquireRequest) (*pb.Acqu
 	}
 	return resp, nil
 }
+
+// acquireFn stands for the function of an Acquire in its checks: a grant
+// has none.
+func acquireFn(context.Context, *locks.Lease) error { return nil }
 
 // begin records an Acquire of id as waiting, or refuses it: the session
 // is closed, the id is in use, the session is at its limit, or a Release
