@@ -57,9 +57,13 @@ type attachment struct {
 	notify chan struct{} // something to send; cap 1
 	end    chan struct{} // closed when the stream is to end
 	ending bool
-	endErr error              // what the stream's handler returns
-	acks   []*pb.SessionEvent // answers to this stream's keepalives
-	final  *pb.SessionEvent   // sent last, then the stream ends
+	endErr error // what the stream's handler returns
+	// The last keepalive of this stream not yet answered, if ackDue: one
+	// answer says that one and every one before renewed the session, so
+	// a client that sends and never reads makes the server keep no more.
+	ackSeq uint64
+	ackDue bool
+	final  *pb.SessionEvent // sent last, then the stream ends
 }
 
 func newAttachment() *attachment {
@@ -378,8 +382,7 @@ func (sess *session) receive(stream pb.Locks_SessionServer, a *attachment) {
 			err := sess.core.Renew()
 			if err == nil {
 				sess.renewed = time.Now()
-				a.acks = append(a.acks, &pb.SessionEvent{Event: &pb.SessionEvent_KeepaliveAck{
-					KeepaliveAck: &pb.KeepaliveAck{Seq: m.Keepalive.GetSeq()}}})
+				a.ackSeq, a.ackDue = m.Keepalive.GetSeq(), true
 				a.poke()
 			}
 			sess.mu.Unlock()
@@ -408,7 +411,7 @@ func (sess *session) receive(stream pb.Locks_SessionServer, a *attachment) {
 }
 
 // outbox takes what a's stream is to send now: losses (only while a is
-// the session's stream), answers to keepalives, and its final event;
+// the session's stream), the answer to its last keepalive, and its final event;
 // end says the stream is to end after them, with endErr.
 func (sess *session) outbox(a *attachment) (evs []*pb.SessionEvent, end bool, endErr error) {
 	sess.mu.Lock()
@@ -418,8 +421,10 @@ func (sess *session) outbox(a *attachment) (evs []*pb.SessionEvent, end bool, en
 		clear(sess.lost)
 		sess.lost = sess.lost[:0]
 	}
-	evs = append(evs, a.acks...)
-	a.acks = a.acks[:0]
+	if a.ackDue {
+		evs = append(evs, &pb.SessionEvent{Event: &pb.SessionEvent_KeepaliveAck{KeepaliveAck: &pb.KeepaliveAck{Seq: a.ackSeq}}})
+		a.ackDue = false
+	}
 	if a.ending {
 		if a.final != nil {
 			evs = append(evs, a.final)

@@ -526,7 +526,9 @@ func (x *Opened) GetResumed() bool {
 	return false
 }
 
-// KeepaliveAck says the keepalive of that seq renewed the session.
+// KeepaliveAck says the keepalive of that seq renewed the session, and so
+// did every one before it on the stream: of the keepalives that come while
+// the server is sending, it answers the last.
 type KeepaliveAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
