@@ -261,6 +261,16 @@ func (sess *session) attach(ttl time.Duration) (*attachment, error) {
 		sess.reapTimer.Stop()
 		sess.reapTimer = nil
 	}
+	// A loss sent on an earlier stream may never have reached the client
+	// (a Send returns once the transport has the event), which would then
+	// run its function on until its ttl: every loss not yet released goes
+	// again. The client takes a repeat for nothing.
+	clear(sess.lost)
+	sess.lost = sess.lost[:0]
+	for id, gr := range sess.grants {
+		gr.pushed = false
+		sess.pushLostLocked(id, gr)
+	}
 	if len(sess.lost) > 0 {
 		a.poke()
 	}
