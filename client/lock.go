@@ -65,11 +65,13 @@ func (l *Lock) Name() string { return l.spec.Name() }
 //
 // fn's context derives from ctx and ends when fn returns, when ctx ends,
 // and when the lease is lost: at once when the server pushes the loss
-// (its maxHold, its store closing), or when the client could not renew
-// its session in time, before the server's ttl could give the key to
-// another holder (see the package's documentation); context.Cause of it
-// is then the Lost *locks.Error, and Hold fails Lost once fn returns,
-// wrapping fn's error.
+// (its maxHold, its store closing); at its maxHold on the client's own
+// clock, counted from the grant's answer, when no word came first (a
+// partition: the server passed the key on earlier by the answer's time
+// in transit); or when the client could not renew its session in time,
+// before the server's ttl could give the key to another holder (see the
+// package's documentation). context.Cause of it is then the Lost
+// *locks.Error, and Hold fails Lost once fn returns, wrapping fn's error.
 //
 // Hold fails Invalid at once, sending nothing, for a bad key or option,
 // a nil ctx or fn, inside locks.InTransaction, and inside a hold of the
@@ -126,7 +128,8 @@ type entry struct {
 	lock string
 	key  string
 	ttl  time.Duration
-	sent time.Time // when the Acquire was sent: its ttl counts from later
+	sent time.Time     // when the Acquire was sent: its ttl counts from later
+	max  time.Duration // its maxHold; 0: none
 
 	// Guarded by the client's mutex.
 	held      bool
@@ -137,6 +140,10 @@ type entry struct {
 
 	// Set once held, read by the hold's goroutine.
 	lease *locks.Lease
+	// maxDue is when the client gives the lease up at its maxHold, if the
+	// server's word of the revocation has not come first: the maxHold
+	// from the grant's answer, on the client's own clock.
+	maxDue time.Time
 }
 
 // acquire waits in line on the server for key text of lock, and returns
@@ -150,7 +157,7 @@ func (c *Client) acquire(ctx context.Context, lock, text string, st locks.Settin
 		return nil, errClosed(lock, text)
 	}
 	c.nextID++
-	e := &entry{id: c.nextID, gen: c.sess.gen, lock: lock, key: text, ttl: st.TTL, sent: time.Now(), cancelRPC: cancel}
+	e := &entry{id: c.nextID, gen: c.sess.gen, lock: lock, key: text, ttl: st.TTL, max: st.MaxHold, sent: time.Now(), cancelRPC: cancel}
 	ref := c.sess
 	c.entries[e.id] = e
 	e.timer = time.AfterFunc(c.dueLocked(e).Sub(e.sent), func() { c.fire(e) })
@@ -199,6 +206,9 @@ func (c *Client) acquire(ctx context.Context, lock, text string, st locks.Settin
 	e.lease = &locks.Lease{Lock: lock, Key: text, Fence: resp.GetFence(), Granted: time.Unix(0, resp.GetGrantedUnixNs())}
 	if d := resp.GetDeadlineUnixNs(); d != 0 {
 		e.lease.Deadline = time.Unix(0, d)
+	}
+	if e.max > 0 {
+		e.maxDue = time.Now().Add(e.max)
 	}
 	e.hold.Start(ctx, lock, text) // ended at once by a loss pushed before the answer came
 	e.held, e.cancelRPC = true, nil
@@ -276,14 +286,18 @@ func (c *Client) forgetLocked(e *entry) {
 // dueLocked returns when the client gives e up unless the session is
 // renewed first: for a wait, its lapse on the server, a ttl after the
 // later of the call and the last renewal the server answered; for a
-// lease, a margin before that.
+// lease, a margin before that, or its maxHold if that comes first.
 func (c *Client) dueLocked(e *entry) time.Time {
 	from := c.renewed
 	if e.sent.After(from) {
 		from = e.sent
 	}
 	if e.held {
-		return from.Add(e.ttl - margin(e.ttl))
+		due := from.Add(e.ttl - margin(e.ttl))
+		if !e.maxDue.IsZero() && e.maxDue.Before(due) {
+			return e.maxDue
+		}
+		return due
 	}
 	return from.Add(e.ttl)
 }
@@ -307,7 +321,11 @@ func (c *Client) fire(e *entry) {
 		return
 	}
 	if e.held {
-		e.hold.Lose(&locks.Error{Kind: locks.Lost, Lock: e.lock, Key: e.key, Reason: remote.LostTTL})
+		reason := remote.LostTTL
+		if !e.maxDue.IsZero() && !time.Now().Before(e.maxDue) {
+			reason = remote.LostMaxHold
+		}
+		e.hold.Lose(&locks.Error{Kind: locks.Lost, Lock: e.lock, Key: e.key, Reason: reason})
 	} else if e.cancelRPC != nil {
 		e.cancelRPC(&locks.Error{Kind: locks.Closed, Lock: e.lock, Key: e.key, Reason: remote.Expired})
 	}

@@ -284,6 +284,42 @@ func TestAPartitionedHolderLosesItsLeaseFirst(t *testing.T) {
 	}
 }
 
+// TestAPartitionedHolderEndsAtItsMaxHold: cut off from the server, a
+// holder's function sees its context end at its maxHold on the client's
+// own clock, not at the ttl it can no longer renew: not before its
+// maxHold from the grant, and not long after the server passed the key on.
+func TestAPartitionedHolderEndsAtItsMaxHold(t *testing.T) {
+	s := servertest.Serve(t)
+	p := newProxy(t, s.Addr)
+	const ttl, maxHold = time.Minute, 300 * time.Millisecond
+	l := openLock(t, dial(t, p.addr()), "invoices", locks.TTL(ttl))
+	o := openLock(t, dial(t, s.Addr), "invoices", locks.TTL(ttl))
+	r := lockertest.Start(context.Background(), l, 9, locks.MaxHold(maxHold))
+	ls, fctx := r.Held(t)
+	w := lockertest.Start(context.Background(), o, 9, locks.Wait(time.Minute))
+	lockertest.Queued(t, s.Store, 1)
+	p.freeze(true)
+	wls, _ := w.Held(t)
+	select {
+	case <-fctx.Done():
+	case <-time.After(ttl / 4):
+		t.Fatal("the partitioned holder's context still lives")
+	}
+	ended := time.Now()
+	if ended.Before(ls.Granted.Add(maxHold)) {
+		t.Fatalf("ended %v after the grant, before its maxHold", ended.Sub(ls.Granted))
+	}
+	t.Logf("ended %v after the grant, %v after the key went on", ended.Sub(ls.Granted), ended.Sub(wls.Granted))
+	lockertest.WantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: it was revoked at its maxHold`)
+	p.freeze(false)
+	if err := w.Result(t, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Result(t, nil); !errors.Is(err, locks.ErrLost) {
+		t.Fatalf("the revoked Hold returned %v", err)
+	}
+}
+
 // TestALossSentAsTheStreamBreaksIsSentAgain: the server revokes a hold at
 // its maxHold and sends the loss into a connection that then breaks; once
 // the client has resumed its session on a new one, the loss comes again
