@@ -55,6 +55,9 @@ func (h *hold) first() clientv3.Cmp {
 func (s *Store) granted(ctx, wctx context.Context, h *hold, now, deadline time.Time, at int64) error {
 	ss := h.sess
 	h.lease = &locks.Lease{Lock: h.lock, Key: h.key, Fence: uint64(h.rev), Granted: now, Deadline: deadline}
+	if ctx.Err() != nil { // asked here, not under ss.mu: the caller's code (wctx follows it a moment later)
+		return s.leaveLine(ctx, wctx, h)
+	}
 	ss.mu.Lock()
 	if wctx.Err() != nil {
 		ss.mu.Unlock()

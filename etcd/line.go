@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/holdline/locks"
+	"github.com/holdline/locks/internal/remote"
 )
 
 // how says what a hold does when the key is held.
@@ -38,9 +39,12 @@ func (s *Store) acquire(ctx context.Context, lock, text string, st locks.Setting
 		}
 		h := &hold{s: s, sess: ss, lock: lock, key: text, dir: dir(s.prefix, lock, text), maxHold: st.MaxHold}
 		h.name = h.dir + ss.name + "." + strconv.FormatUint(s.seq.Add(1), 16)
-		wctx, cancel := context.WithCancelCause(ctx)
+		// A session's loss ends the wait under the session's mutex: a
+		// context that follows ctx, whose cancel calls nothing of ctx's.
+		wctx, cancel, stop := remote.Follow(ctx)
 		h.cancelWait = cancel
 		if !ss.join(h) { // lost as it was found: a new lease, once or twice
+			stop()
 			cancel(nil)
 			if attempt < 2 {
 				continue
@@ -48,6 +52,7 @@ func (s *Store) acquire(ctx context.Context, lock, text string, st locks.Setting
 			return nil, endedError(lock, text, lostTTL)
 		}
 		got, err := s.enter(ctx, wctx, h, st, how, begin)
+		stop()
 		cancel(nil)
 		if got == nil {
 			ss.leave(h)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,25 @@ type invoiceID string
 
 // point is a key of no type a key may be.
 type point struct{ x, y int }
+
+// stallingCtx is a caller's context whose every method blocks, once
+// armed, until it is let go: the worst a caller can hand a store.
+type stallingCtx struct {
+	context.Context
+	armed atomic.Bool
+	letGo chan struct{}
+}
+
+func (c *stallingCtx) stall() {
+	if c.armed.Load() {
+		<-c.letGo
+	}
+}
+
+func (c *stallingCtx) Deadline() (time.Time, bool) { c.stall(); return c.Context.Deadline() }
+func (c *stallingCtx) Done() <-chan struct{}       { c.stall(); return c.Context.Done() }
+func (c *stallingCtx) Err() error                  { c.stall(); return c.Context.Err() }
+func (c *stallingCtx) Value(key any) any           { c.stall(); return c.Context.Value(key) }
 
 // Case is one rule of the contract, checked against a Target.
 type Case struct {
@@ -327,6 +348,58 @@ var Cases = []Case{
 		}
 		if err := w.Result(t, nil); err != nil {
 			t.Fatal(err)
+		}
+	}},
+	{"a caller's context that stalls holds up no other hold", func(t *testing.T, tg *Target) {
+		// SPEC §5: the caller's context's methods run on no goroutine of
+		// the store's and under none of its locks. One holder's context
+		// stalls once its function runs; its lease is revoked at its
+		// maxHold; another key's, revoked later, still reaches its
+		// function, and the next in line gets that key.
+		l, o := tg.Open(t, "invoices"), tg.Other(t, "invoices")
+		stalling := &stallingCtx{Context: context.Background(), letGo: make(chan struct{})}
+		var once sync.Once
+		letGo := func() { once.Do(func() { close(stalling.letGo) }) }
+		t.Cleanup(letGo) // before tg's cleanups, should the case fail
+		held, stalled := make(chan struct{}), make(chan error, 1)
+		go func() {
+			stalled <- l.Hold(stalling, "stalls", func(ctx context.Context, _ *locks.Lease) error {
+				done := ctx.Done() // taken before the caller's context stalls
+				stalling.armed.Store(true)
+				close(held)
+				<-done
+				return nil
+			}, locks.MaxHold(200*time.Millisecond))
+		}()
+		select {
+		case <-held:
+		case err := <-stalled:
+			t.Fatalf("Hold returned %v before its function ran", err)
+		}
+		r := Start(context.Background(), l, "other", locks.MaxHold(400*time.Millisecond))
+		_, fctx := r.Held(t)
+		w := Start(context.Background(), o, "other", locks.Wait(patience))
+		w.Held(t)
+		select {
+		case <-fctx.Done():
+		case <-time.After(patience):
+			t.Fatal("the other key's holder was not told of its revocation: held up by a stalling caller's context")
+		}
+		WantMessage(t, context.Cause(fctx), `lock invoices: key "other": the lease was lost: it was revoked at its maxHold`)
+		if err := w.Result(t, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Result(t, nil); !errors.Is(err, locks.ErrLost) {
+			t.Fatalf("the revoked Hold returned %v", err)
+		}
+		letGo() // the stalling caller's own goroutine may ask its context as its hold ends
+		select {
+		case err := <-stalled:
+			if !errors.Is(err, locks.ErrLost) {
+				t.Fatalf("the stalling caller's Hold returned %v", err)
+			}
+		case <-time.After(patience):
+			t.Fatal("the stalling caller's Hold did not return")
 		}
 	}},
 	{"a panic lets the key go and goes on", func(t *testing.T, tg *Target) {

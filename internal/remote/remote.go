@@ -9,7 +9,9 @@ package remote
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/holdline/locks"
 )
@@ -142,6 +144,7 @@ type Hold struct {
 	lost   *locks.Error
 	ctx    context.Context         // the function's, once started
 	cancel context.CancelCauseFunc // ends ctx
+	f      *followed               // ctx, unmarked
 	ended  atomic.Bool             // the function has returned: the mark marks nothing
 }
 
@@ -162,15 +165,84 @@ func (h *Hold) Lose(le *locks.Error) {
 func (h *Hold) Lost() *locks.Error { return h.lost }
 
 // Start makes the context the function holding key of the lock marked
-// mark (see Open) runs under: ctx's values, deadline and cancellation,
-// ended when the lease is lost (at once if it is already) or when the
-// function returns, and marked with locks.MarkHold for as long as the
-// function runs. Run calls the function.
+// mark (see Open) runs under: ctx's values, deadline and cancellation
+// (see Follow; Run starts following ctx), ended when the lease is lost
+// (at once if it is already) or when the function returns, and marked
+// with locks.MarkHold for as long as the function runs. Run calls the
+// function. Start calls nothing of ctx's, so it may run under the
+// Locker's mutex.
 func (h *Hold) Start(ctx context.Context, mark, key string) {
-	fctx, cancel := context.WithCancelCause(ctx)
-	h.ctx, h.cancel = locks.MarkHold(fctx, mark, key, h.ended.Load), cancel
+	f, cancel := newFollowed(ctx)
+	h.ctx, h.cancel, h.f = locks.MarkHold(f, mark, key, h.ended.Load), cancel, f
 	if h.lost != nil {
 		cancel(h.lost)
+	}
+}
+
+// Follow returns a context with ctx's values and deadline that ends when
+// ctx does, with its error and cause, or when cancel is called, with
+// context.Canceled and cancel's cause, whichever comes first; stop, once
+// the context is done with, stops following ctx.
+//
+// Unlike context.WithCancelCause(ctx)'s, cancel calls nothing of ctx's: it
+// ends a context built on context.WithoutCancel(ctx), which follows ctx
+// with context.AfterFunc, as package locks' hold contexts do. A Locker
+// may call it under its mutex or on its own goroutines, where a caller's
+// context, whose methods may block, must not run (SPEC §5). ctx's methods
+// run on the goroutines of Follow's and stop's callers, of the returned
+// context's users, and of package context.
+func Follow(ctx context.Context) (_ context.Context, cancel context.CancelCauseFunc, stop func() bool) {
+	f, cancel := newFollowed(ctx)
+	return f, cancel, f.follow()
+}
+
+// newFollowed makes Follow's context, not following ctx yet. It calls
+// nothing of ctx's.
+func newFollowed(ctx context.Context) (*followed, context.CancelCauseFunc) {
+	real, cancelReal := context.WithCancelCause(context.WithoutCancel(ctx))
+	f := &followed{Context: real, parent: ctx, cancel: cancelReal}
+	return f, func(cause error) { f.end(context.Canceled, cause) }
+}
+
+// follow makes f end when its parent does, and returns what stops that.
+func (f *followed) follow() func() bool {
+	return context.AfterFunc(f.parent, func() { f.end(f.parent.Err(), context.Cause(f.parent)) })
+}
+
+// followed is Follow's context.
+type followed struct {
+	context.Context // real: Done, Value, and the cause context.Cause finds
+	parent          context.Context
+	cancel          context.CancelCauseFunc // real's
+
+	mu  sync.Mutex
+	err error // set by the first end, before real's Done is closed
+}
+
+// Deadline returns the parent's deadline.
+func (f *followed) Deadline() (time.Time, bool) { return f.parent.Deadline() }
+
+// Err returns nil until Done is closed, then the error of the first end:
+// the parent's when the parent ended first.
+func (f *followed) Err() error {
+	if f.Context.Err() == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// end ends f with err and cause, unless it has ended.
+func (f *followed) end(err, cause error) {
+	f.mu.Lock()
+	first := f.err == nil
+	if first {
+		f.err = err
+	}
+	f.mu.Unlock()
+	if first {
+		f.cancel(cause)
 	}
 }
 
@@ -180,8 +252,10 @@ func (h *Hold) Start(ctx context.Context, mark, key string) {
 // loss of the lease, if it was lost. Run returns what Hold returns: fn's
 // error as it is, or the Lost error wrapping it (its Cause).
 func (h *Hold) Run(fn locks.HoldFunc, lease *locks.Lease, release func() *locks.Error) (err error) {
+	stop := h.f.follow()
 	defer func() {
 		h.ended.Store(true)
+		stop()
 		h.cancel(nil)
 		if lost := release(); lost != nil {
 			le := *lost
