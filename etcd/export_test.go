@@ -9,3 +9,11 @@ func HeldValue(granted, deadline time.Time) string { return heldValue(granted, d
 
 // WaitingValue is the record of a waiter's key.
 const WaitingValue = waitingValue
+
+// Granting reports whether s has a lease's grant under way or done: a
+// session made by a hold.
+func Granting(s *Store) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions) > 0
+}

@@ -3,6 +3,7 @@ package etcdlocks_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -185,4 +186,31 @@ func TestLeaseRevokedByAnotherHand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestCloseWithAGrantInFlight: Close while a lease's grant waits for an
+// etcd that does not answer returns at once, not at the grant's own
+// timeout (the lock's ttl, here 30 s), and the hold waiting for that
+// grant fails Closed.
+func TestCloseWithAGrantInFlight(t *testing.T) {
+	ports, err := freePorts(1) // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, newClient(t, []string{fmt.Sprintf("http://127.0.0.1:%d", ports[0])}), newPrefix(t))
+	l := openLock(t, s, "invoices", locks.TTL(30*time.Second))
+	held := make(chan error, 1)
+	go func() { held <- l.Hold(context.Background(), 9, lockertest.Noop, locks.Wait(time.Hour)) }()
+	lockertest.Eventually(t, "the grant in flight", func() bool { return etcdlocks.Granting(s) })
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waits for the grant in flight")
+	}
+	lockertest.WantMessage(t, <-held, `lock invoices: key "9": the store is closed: closed`)
 }

@@ -140,11 +140,14 @@ func (s *Store) forget(ss *session) {
 func (ss *session) run() {
 	s := ss.s
 	sent := time.Now()
-	ctx, cancel := context.WithTimeout(s.bg, callTimeout(time.Duration(ss.secs)*time.Second))
+	ctx, cancel := context.WithTimeout(s.closing, callTimeout(time.Duration(ss.secs)*time.Second))
 	resp, err := s.client.Grant(ctx, ss.secs)
 	cancel()
 	if err == nil && resp.TTL <= 0 {
 		err = errors.New("etcd granted a lease of ttl " + strconv.FormatInt(resp.TTL, 10))
+	}
+	if err != nil && s.closing.Err() != nil {
+		err = errStoreClosed("", "") // Close ended the grant
 	}
 	if err != nil {
 		ss.err = err

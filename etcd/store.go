@@ -66,6 +66,8 @@ type Store struct {
 
 	bg       context.Context // the Store's own calls': cancelled at the end of Close
 	bgCancel context.CancelFunc
+	closing  context.Context // a lease's grant: cancelled as Close begins
+	closeNow context.CancelFunc
 	seq      atomic.Uint64 // numbers each hold's key
 
 	mu       sync.Mutex
@@ -104,6 +106,7 @@ func Open(client *clientv3.Client, prefix string, opts ...Option) (*Store, error
 		done:     make(chan struct{}),
 	}
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
+	s.closing, s.closeNow = context.WithCancel(s.bg)
 	return s, nil
 }
 
@@ -111,7 +114,8 @@ func Open(client *clientv3.Client, prefix string, opts ...Option) (*Store, error
 // store is closed"), every function still running under one of its
 // leases sees its context end (the lease is lost, "its store closed",
 // and its Hold fails Lost once the function returns), and every later
-// OpenLock, Hold and TryHold fails Closed. It revokes the Store's etcd
+// OpenLock, Hold and TryHold fails Closed. A lease's grant in flight
+// gives up at once, its holds failing Closed. It revokes the Store's etcd
 // leases, which deletes every key of its holds at once, waiting for etcd
 // 5 s at most (without it, the keys go at the leases' ttl), and waits for
 // the Store's own goroutines (its leases' keepalives, its releases in the
@@ -132,11 +136,12 @@ func (s *Store) Close() error {
 	sessions := s.sessions
 	s.sessions = nil
 	s.mu.Unlock()
+	s.closeNow() // a grant in flight gives up: its waiters fail Closed
 
 	var first error
 	ctx, cancel := context.WithTimeout(s.bg, closeWait) // for all the revokes together
 	for _, ss := range sessions {
-		<-ss.ready // a grant in flight is bounded by its own timeout
+		<-ss.ready
 		if ss.err != nil {
 			continue
 		}
