@@ -33,7 +33,9 @@
 // # Leases
 //
 // A Store has one etcd lease per ttl of its locks, granted at the first
-// hold of that ttl and renewed by a goroutine a third of a ttl apart.
+// hold of that ttl and renewed by a goroutine a third of a ttl apart. A
+// lease's ttl is the lock's in whole seconds, rounded up, and at most
+// etcd's longest (about 285 years), which a longer ttl gets.
 // If etcd answers no renewal for a ttl less a margin (a fifth of the
 // ttl, at most 2 s), counted on this process's clock from when the last
 // answered renewal was sent, the Store gives the lease up: every

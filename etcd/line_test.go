@@ -171,4 +171,11 @@ func TestOpen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// A closed Store checks the name and options first, as a locks.Store does.
+	_, err = s.OpenLock("a b")
+	lockertest.WantMessage(t, err, `lock "a b": a name is made of A-Z a-z 0-9 _ - . : /, not " " (byte 1): invalid`)
+	_, err = s.OpenLock("invoices", locks.Wait(-1))
+	lockertest.WantMessage(t, err, `lock invoices: the wait is negative (-1ns): invalid`)
+	_, err = s.OpenLock("invoices")
+	lockertest.WantMessage(t, err, `lock invoices: the store is closed: closed`)
 }

@@ -26,15 +26,15 @@ var _ locks.Locker = (*Lock)(nil)
 // messages of locks.OpenLock, and Closed once the Store is closed. It
 // makes no call to etcd.
 func (s *Store) OpenLock(name string, opts ...locks.Option) (*Lock, error) {
+	spec, err := remote.Open(name, s.mark(name), opts) // checked first, as locks.OpenLock does
+	if err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return nil, errStoreClosed(name, "")
-	}
-	spec, err := remote.Open(name, s.mark(name), opts)
-	if err != nil {
-		return nil, err
 	}
 	return &Lock{s: s, spec: spec}, nil
 }

@@ -214,3 +214,32 @@ func TestCloseWithAGrantInFlight(t *testing.T) {
 	}
 	lockertest.WantMessage(t, <-held, `lock invoices: key "9": the store is closed: closed`)
 }
+
+// TestLongTTLs: a lock's ttl past what etcd grants (locks.Forever, 290
+// years) holds under etcd's longest lease, where it asked for a negative
+// one or one etcd refused.
+func TestLongTTLs(t *testing.T) {
+	cli := newClient(t, shared.endpoints)
+	prefix := newPrefix(t)
+	s := open(t, cli, prefix)
+	for _, ttl := range []time.Duration{locks.Forever, 290 * 365 * 24 * time.Hour} {
+		l := openLock(t, s, "invoices", locks.TTL(ttl))
+		err := l.Hold(context.Background(), 9, func(ctx context.Context, _ *locks.Lease) error {
+			resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+			if err != nil || len(resp.Kvs) != 1 {
+				t.Fatalf("%v, %v", resp, err)
+			}
+			ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+			if err != nil {
+				return err
+			}
+			if ttl.GrantedTTL != 9_000_000_000 {
+				t.Errorf("the lease's ttl is %d s, want etcd's longest", ttl.GrantedTTL)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("TTL(%v): %v", ttl, err)
+		}
+	}
+}

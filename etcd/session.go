@@ -92,12 +92,27 @@ func margin(ttl time.Duration) time.Duration { return min(ttl/5, 2*time.Second) 
 // either.
 func callTimeout(ttl time.Duration) time.Duration { return max(ttl, time.Second) }
 
+// maxLeaseSecs is the longest lease etcd grants, in seconds (its
+// lease.MaxLeaseTTL, about 285 years).
+const maxLeaseSecs = 9_000_000_000
+
+// leaseSecs returns the ttl of the etcd lease of locks of ttl (positive):
+// ttl in whole seconds, rounded up, and at most etcd's longest, which a
+// longer ttl (locks.Forever, say) gets.
+func leaseSecs(ttl time.Duration) int64 {
+	secs := int64(ttl / time.Second)
+	if ttl%time.Second != 0 {
+		secs++
+	}
+	return min(secs, maxLeaseSecs)
+}
+
 // session returns the Store's live session for locks of ttl, granting
 // its lease if there is none, waiting for the grant until ctx ends. It
 // fails Closed once the Store is closed, with ctx's error when ctx ends
 // first, and with etcd's when the grant failed.
 func (s *Store) session(ctx context.Context, ttl time.Duration) (*session, error) {
-	secs := int64((ttl + time.Second - 1) / time.Second)
+	secs := leaseSecs(ttl)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
