@@ -21,6 +21,7 @@ type hold struct {
 	name      string        // the hold's own key in that directory
 	rev       int64         // its key's create revision: its place in line, then its fence
 	maxHold   time.Duration // 0: off
+	until     time.Time     // it stands in line by then, or fails; zero: a hold that does not wait, or waits Forever
 
 	// Guarded by sess.mu.
 	held       bool                    // granted, and its function's context made

@@ -23,6 +23,10 @@ const (
 	try                    // TryHold: answer (false, nil)
 )
 
+// lastCall bounds the call a hold makes as its wait ends, and is the
+// least time a hold that waits has to get into line.
+const lastCall = time.Second
+
 // errGone says a waiter's key is no longer in etcd: its lease lapsed, or
 // another hand deleted it.
 var errGone = errors.New("the waiter's key is gone")
@@ -32,12 +36,23 @@ var errGone = errors.New("the waiter's key is gone")
 // means the key was held.
 func (s *Store) acquire(ctx context.Context, lock, text string, st locks.Settings, how how) (*hold, error) {
 	begin := time.Now() // the wait counts from the call
+	// A hold that waits stands in line within its wait (or a second, for
+	// a shorter wait), or fails with etcd's error: the lease's grant and
+	// the join are bounded by that, not only by a call's timeout (the
+	// lock's ttl).
+	lctx, until := ctx, time.Time{}
+	if how == standInLine && st.Wait < locks.Forever {
+		until = begin.Add(max(st.Wait, lastCall))
+		var cancel context.CancelFunc
+		lctx, cancel = context.WithDeadline(ctx, until)
+		defer cancel()
+	}
 	for attempt := 0; ; attempt++ {
-		ss, err := s.session(ctx, st.TTL)
+		ss, err := s.session(lctx, st.TTL)
 		if err != nil {
 			return nil, s.callFailed(ctx, ctx, lock, text, err)
 		}
-		h := &hold{s: s, sess: ss, lock: lock, key: text, dir: dir(s.prefix, lock, text), maxHold: st.MaxHold}
+		h := &hold{s: s, sess: ss, lock: lock, key: text, dir: dir(s.prefix, lock, text), maxHold: st.MaxHold, until: until}
 		h.name = h.dir + ss.name + "." + strconv.FormatUint(s.seq.Add(1), 16)
 		// A session's loss ends the wait under the session's mutex: a
 		// context that follows ctx, whose cancel calls nothing of ctx's.
@@ -94,7 +109,11 @@ func (s *Store) enter(ctx, wctx context.Context, h *hold, st locks.Settings, how
 		now := time.Now()
 		deadline := deadlineOf(now, st.MaxHold)
 		put := clientv3.OpPut(h.name, heldValue(now, deadline), clientv3.WithLease(ss.id))
-		cctx, stop := s.callCtx(wctx, callTimeout(ss.ttl))
+		bound := callTimeout(ss.ttl)
+		if !h.until.IsZero() {
+			bound = min(bound, time.Until(h.until))
+		}
+		cctx, stop := s.callCtx(wctx, bound)
 		resp, err := s.client.Txn(cctx).If(free).Then(put).Else(orElse...).Commit()
 		stop()
 		if err != nil {
@@ -287,7 +306,10 @@ func (s *Store) check(ctx, wctx context.Context, h *hold) (granted bool, ahead *
 func (s *Store) timedOut(ctx, wctx context.Context, h *hold) error {
 	now := time.Now()
 	deadline := deadlineOf(now, h.maxHold)
-	cctx, stop := s.callCtx(nil, callTimeout(h.sess.ttl))
+	// The wait is over: etcd gets a second to say whether the key came
+	// at the end; past it, the key goes in the background, and the hold
+	// fails InUse.
+	cctx, stop := s.callCtx(nil, min(callTimeout(h.sess.ttl), lastCall))
 	resp, err := s.client.Txn(cctx).If(h.mine(), h.first()).
 		Then(clientv3.OpPut(h.name, heldValue(now, deadline), clientv3.WithIgnoreLease())).
 		Else(clientv3.OpDelete(h.name), clientv3.OpGet(h.dir, clientv3.WithFirstCreate()...)).
