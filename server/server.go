@@ -120,7 +120,7 @@ type Server struct {
 	closing  bool
 	stopping chan struct{} // closed when Shutdown begins
 
-	recv     sync.WaitGroup // the receiving goroutines of session streams
+	recv     sync.WaitGroup // the receiving goroutines of session streams; added to under mu while !closing
 	shutOnce sync.Once
 	shutErr  error
 }

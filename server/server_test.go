@@ -265,6 +265,31 @@ func TestAReleaseBeforeItsAcquireCancelsIt(t *testing.T) {
 	wantCode(t, <-done, codes.Canceled)
 }
 
+// TestTheLatestReleasesAreRemembered: of the Releases that found nothing,
+// a session remembers its last MaxPerSession, forgetting the oldest
+// first: a Release just before its Acquire still cancels it after many
+// that found nothing.
+func TestTheLatestReleasesAreRemembered(t *testing.T) {
+	store, _, addr := serve(t, server.MaxPerSession(2))
+	a := connect(t, addr, "").mustOpen(time.Second)
+	for id := uint64(100); id < 105; id++ {
+		if _, err := a.release(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.release(7); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.acquire(7, "invoices", "9", time.Second, 0)
+	wantError(t, err, codes.Canceled, `lock invoices: key "9": the hold's context ended: context canceled`)
+	if _, err := a.acquire(103, "invoices", "9", time.Second, 0); err != nil {
+		t.Fatalf("id 103, its Release forgotten: %v", err)
+	}
+	if st := store.Stats(); st.Grants != 1 {
+		t.Fatalf("grants %d", st.Grants)
+	}
+}
+
 func TestBadRequestsFailInvalidAndChangeNothing(t *testing.T) {
 	store, _, addr := serve(t)
 	w := connect(t, addr, "")

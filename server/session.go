@@ -33,6 +33,7 @@ type session struct {
 	grants    map[uint64]*grant
 	pending   map[uint64]*pending // Acquires waiting in line
 	released  map[uint64]struct{} // Releases that came before their Acquire
+	relOrder  []uint64            // released's ids, oldest first (some taken up since)
 	lost      []*pb.SessionEvent  // losses not yet sent
 	att       *attachment         // its stream; nil while it has none
 	closed    bool
@@ -155,11 +156,10 @@ func (v *service) Session(stream pb.Locks_SessionServer) error {
 		sess.detach(a)
 		return err
 	}
-	s.recv.Add(1)
-	go func() {
-		defer s.recv.Done()
-		sess.receive(stream, a)
-	}()
+	if !s.goRecv(func() { sess.receive(stream, a) }) {
+		sess.detach(a)
+		return errShuttingDown
+	}
 	for {
 		select {
 		case <-a.notify:
@@ -191,12 +191,12 @@ func (s *Server) first(stream pb.Locks_SessionServer) (*pb.SessionRequest, error
 		err error
 	}
 	got := make(chan received, 1)
-	s.recv.Add(1)
-	go func() { // ends when the stream does, at the latest
-		defer s.recv.Done()
+	if !s.goRecv(func() { // ends when the stream does, at the latest
 		req, err := stream.Recv()
 		got <- received{req, err}
-	}()
+	}) {
+		return nil, errShuttingDown
+	}
 	t := time.NewTimer(OpenWait)
 	defer t.Stop()
 	select {
@@ -205,10 +205,30 @@ func (s *Server) first(stream pb.Locks_SessionServer) (*pb.SessionRequest, error
 	case <-t.C:
 		return nil, status.Error(codes.DeadlineExceeded, "no Open within "+OpenWait.String())
 	case <-s.stopping:
-		return nil, status.Error(codes.Unavailable, "the server is shutting down")
+		return nil, errShuttingDown
 	case <-stream.Context().Done():
 		return nil, stream.Context().Err()
 	}
+}
+
+// errShuttingDown answers a stream that Shutdown overtook.
+var errShuttingDown = status.Error(codes.Unavailable, "the server is shutting down")
+
+// goRecv runs f, which receives from a stream, on a goroutine Shutdown
+// waits for, unless Shutdown has begun: then it reports false. Checked
+// under s.mu, so that no goroutine is added once Shutdown may wait.
+func (s *Server) goRecv(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.recv.Add(1)
+	go func() {
+		defer s.recv.Done()
+		f()
+	}()
+	return true
 }
 
 // newSession makes a session owned by ctx's caller, if the server is
@@ -325,8 +345,7 @@ func (sess *session) reap() {
 		sess.mu.Unlock()
 		return
 	}
-	sess.mu.Unlock()
-	sess.close()
+	sess.closeLocked() // under the mutex still: a client resuming now finds it closed
 	sess.srv.log.Debug("session expired", "session", sess.name())
 }
 
@@ -335,6 +354,11 @@ func (sess *session) reap() {
 // forgets it.
 func (sess *session) close() {
 	sess.mu.Lock()
+	sess.closeLocked()
+}
+
+// closeLocked is close for a caller holding sess.mu, which it lets go.
+func (sess *session) closeLocked() {
 	if sess.closed {
 		sess.mu.Unlock()
 		return
@@ -588,6 +612,19 @@ func (sess *session) begin(id uint64, p *pending, name string, key []byte) error
 	return nil
 }
 
+// rememberLocked remembers a Release of id that found nothing, for an
+// Acquire of id that may come after it; of the session's last
+// maxPerSession such Releases, the oldest is forgotten first (most are a
+// client's for Acquires that ended first, whose ids never come again).
+func (sess *session) rememberLocked(id uint64) {
+	if len(sess.relOrder) >= sess.srv.cfg.maxPerSession {
+		delete(sess.released, sess.relOrder[0])
+		sess.relOrder = append(sess.relOrder[:0], sess.relOrder[1:]...)
+	}
+	sess.released[id] = struct{}{}
+	sess.relOrder = append(sess.relOrder, id)
+}
+
 // Release lets a grant of a session go, or takes its Acquire out of line.
 func (v *service) Release(ctx context.Context, req *pb.ReleaseRequest) (*pb.ReleaseResponse, error) {
 	sess := v.s.lookup(ctx, req.GetSessionId(), req.GetSecret())
@@ -616,8 +653,8 @@ func (v *service) Release(ctx context.Context, req *pb.ReleaseRequest) (*pb.Rele
 	if p, ok := sess.pending[id]; ok {
 		p.released = true
 		p.cancel()
-	} else if len(sess.released) < sess.srv.cfg.maxPerSession {
-		sess.released[id] = struct{}{}
+	} else {
+		sess.rememberLocked(id)
 	}
 	sess.mu.Unlock()
 	return &pb.ReleaseResponse{}, nil
