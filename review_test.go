@@ -199,6 +199,27 @@ func TestReviewProfileForgetsGrantsOfAClosedStore(t *testing.T) {
 	require.Equal(t, before, prof.Count(), "the lost grant, closed with its session, is still in the holds profile")
 }
 
+// TestProfileForgetsALostGrant: a session's grant leaves the holds profile
+// when its lease is lost, at its ttl or its maxHold, released or not: a
+// session that lapsed may never release it.
+func TestProfileForgetsALostGrant(t *testing.T) {
+	prof := pprofLookupHolds(t)
+	st := newStore(t, locks.ProfileHolds(1))
+	l := openLock(t, st, name, locks.TTL(time.Millisecond))
+	before := prof.Count()
+	g := acquire(t, l, st.NewSession(), 9) // never renewed, never released
+	<-g.Context().Done()
+	require.Eventually(t, func() bool { return prof.Count() == before }, 10*time.Second, time.Millisecond,
+		"the lost grant is still in the holds profile")
+	m := openLock(t, st, "orders")
+	g = acquire(t, m, st.NewSession(), 9, locks.MaxHold(time.Millisecond))
+	<-g.Context().Done()
+	require.Eventually(t, func() bool { return prof.Count() == before }, 10*time.Second, time.Millisecond,
+		"the grant revoked at its maxHold is still in the holds profile")
+	require.ErrorIs(t, g.Release(), locks.ErrLost)
+	require.Equal(t, before, prof.Count())
+}
+
 func pprofLookupHolds(t *testing.T) *pprof.Profile {
 	locks.NewStore(locks.ProfileHolds(1)).Close() // registers it
 	p := pprof.Lookup(locks.HoldsProfile)

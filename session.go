@@ -428,5 +428,10 @@ func (l *Lock) Acquire(ctx context.Context, sess *Session, key any, opts ...Opti
 	}
 	sess.grants[g] = struct{}{}
 	sess.mu.Unlock()
+	if prof != nil {
+		// A lost lease leaves the profile as it is lost: a session that
+		// lapsed may never release its grants.
+		context.AfterFunc(g.h.c, func() { unprofile(prof) })
+	}
 	return g, nil
 }
