@@ -37,7 +37,10 @@ func (h Histogram) Count() uint64 {
 // mutex. Each shard has its own, so no counter is shared by all shards.
 type histogram struct {
 	counts [len(HistogramBounds) + 1]atomic.Uint64
-	sum    atomic.Uint64 // in microseconds: enough for millennia of holds
+	// The sum in whole microseconds (enough for millennia of holds), and
+	// the nanoseconds each duration had past its last microsecond: so
+	// short holds add what they took, not nothing.
+	sumMicros, sumRestNanos atomic.Uint64
 }
 
 // record counts d. O(buckets).
@@ -47,7 +50,8 @@ func (h *histogram) record(d time.Duration) {
 		i++
 	}
 	h.counts[i].Add(1)
-	h.sum.Add(uint64(d / time.Microsecond))
+	h.sumMicros.Add(uint64(d / time.Microsecond))
+	h.sumRestNanos.Add(uint64(d % time.Microsecond))
 }
 
 // addTo adds what h counted to out.
@@ -55,5 +59,5 @@ func (h *histogram) addTo(out *Histogram) {
 	for i := range h.counts {
 		out.Counts[i] += h.counts[i].Load()
 	}
-	out.Sum += float64(h.sum.Load()) / 1e6
+	out.Sum += float64(h.sumMicros.Load())/1e6 + float64(h.sumRestNanos.Load())/1e9
 }
