@@ -210,7 +210,7 @@ type Stats struct {
 	Revoked  uint64 // leases revoked: the three below together
 	Limited  uint64 // holds refused because the key's line was full
 	Keys     int    // keys with a holder or a waiter now
-	Running  int    // functions running under a key now (revoked ones too)
+	Running  int    // keys held by running functions now, one per key (a HoldAll of three: 3), revoked ones too; sessions' grants not
 	Waiting  int    // waiters in the keys' lines now
 
 	RevokedMaxHold uint64 // leases revoked at their maxHold

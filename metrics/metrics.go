@@ -15,7 +15,7 @@
 //	locks_revocations_total{reason}         counter    leases revoked: reason "maxhold", "ttl" or "close"
 //	locks_line_full_total                   counter    holds refused because the key's line was full
 //	locks_keys                              gauge      keys with a holder or a waiter now
-//	locks_functions_running                 gauge      functions running under a key now (revoked ones too)
+//	locks_functions_running                 gauge      keys held by running functions now, one per key (revoked ones too)
 //	locks_waiters                           gauge      waiters in the keys' lines now
 //	locks_wait_duration_seconds             histogram  time in line of the waiters that were granted
 //	locks_hold_duration_seconds             histogram  time from a grant until the holder let go
@@ -135,7 +135,7 @@ func NewCollector(store *locks.Store, opts ...Option) *Collector {
 		lineFull: desc("line_full_total", "Holds refused at once because the key's line of waiters was full."),
 
 		keys:    desc("keys", "Keys with a holder or a waiter now."),
-		running: desc("functions_running", "Functions running under a key now, revoked ones included."),
+		running: desc("functions_running", "Keys held by running functions now, one per key of a HoldAll, revoked ones included."),
 		waiters: desc("waiters", "Waiters standing in the keys' lines now."),
 
 		waitTimes: desc("wait_duration_seconds", "Time in line of the waiters that were granted the key, in seconds "+

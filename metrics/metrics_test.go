@@ -79,7 +79,7 @@ func openLock(t *testing.T, st *locks.Store, name string, opts ...locks.Option) 
 // gauges is the exposition of the three gauges at the given values.
 func gauges(keys, running, waiters int) string {
 	return strings.NewReplacer("KEYS", strconv.Itoa(keys), "RUNNING", strconv.Itoa(running), "WAITERS", strconv.Itoa(waiters)).Replace(`
-# HELP locks_functions_running Functions running under a key now, revoked ones included.
+# HELP locks_functions_running Keys held by running functions now, one per key of a HoldAll, revoked ones included.
 # TYPE locks_functions_running gauge
 locks_functions_running RUNNING
 # HELP locks_keys Keys with a holder or a waiter now.
@@ -185,7 +185,7 @@ func TestCollectorAfterScript(t *testing.T) {
 		require.ErrorIs(t, <-w, locks.ErrClosed)
 
 		require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP locks_functions_running Functions running under a key now, revoked ones included.
+# HELP locks_functions_running Keys held by running functions now, one per key of a HoldAll, revoked ones included.
 # TYPE locks_functions_running gauge
 locks_functions_running 0
 # HELP locks_grants_total Keys given to a holder, at once or from the key's line.

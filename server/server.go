@@ -164,8 +164,9 @@ func New(store *locks.Store, opts ...Option) (*Server, error) {
 	return s, nil
 }
 
-// Serve accepts connections on lis until Shutdown, and returns nil then,
-// or the error that stopped it. It refuses (ErrPlaintext) a TCP listener
+// Serve accepts connections on lis until Shutdown, and returns nil then
+// (at once, lis closed, when Shutdown came first), or the error that
+// stopped it. It refuses (ErrPlaintext) a TCP listener
 // on an address that is not loopback when the server has no TLS.
 func (s *Server) Serve(lis net.Listener) error {
 	if s.cfg.tls == nil {
@@ -174,7 +175,10 @@ func (s *Server) Serve(lis net.Listener) error {
 		}
 	}
 	s.log.Info("serving", "addr", lis.Addr().String(), "tls", s.cfg.tls != nil, "tokens", s.cfg.tokens != nil)
-	return s.grpc.Serve(lis)
+	if err := s.grpc.Serve(lis); !errors.Is(err, grpc.ErrServerStopped) { // stopped before it served: lis is closed
+		return err
+	}
+	return nil
 }
 
 // CheckListen returns ErrPlaintext when a listen address (host:port) is

@@ -402,6 +402,7 @@ func TestParseTokens(t *testing.T) {
 		goodToken + "\n" + goodToken + "\n",
 		goodToken + " a,,b\n",
 		goodToken + " a b\n",
+		"\ufeff" + goodToken + "\n" + goodToken + "\n", // a byte-order mark is no part of the first token
 	} {
 		if _, err := server.ParseTokens(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q: no error", bad)

@@ -55,7 +55,11 @@ func ParseTokens(r io.Reader) (*Tokens, error) {
 	seen := make(map[[sha256.Size]byte]int)
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+		text := sc.Text()
+		if n == 1 {
+			text = strings.TrimPrefix(text, "\ufeff") // a byte-order mark some editors write
+		}
+		line := strings.TrimSpace(text)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}

@@ -67,7 +67,7 @@ type Shard[H comparable, T any] struct {
 	_ [shardPad]byte
 
 	// Running is a count the owner keeps per shard under its mutex (the store
-	// counts the functions running on the shard's keys), so that no counter
+	// counts the shard's keys held by running functions), so that no counter
 	// shared by all shards is written on every hold.
 	Running int
 	// Waiting is a count the owner keeps as Running: the store counts the

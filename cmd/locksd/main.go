@@ -91,6 +91,16 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
+	switch {
+	case *maxSessions <= 0:
+		return fmt.Errorf("--max-sessions %d: must be positive", *maxSessions)
+	case *maxPerSession <= 0:
+		return fmt.Errorf("--max-per-session %d: must be positive", *maxPerSession)
+	case *profileHolds < 0:
+		return fmt.Errorf("--profile-holds %d: must be 0 (off) or positive", *profileHolds)
+	case *shutdownTimeout < 0:
+		return fmt.Errorf("--shutdown-timeout %v: must not be negative", *shutdownTimeout)
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	opts := []server.Option{server.WithLogger(log), server.MaxSessions(*maxSessions), server.MaxPerSession(*maxPerSession)}
@@ -120,7 +130,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	if *admin != "" {
 		// The admin listener has neither TLS nor tokens: loopback only.
 		if err := server.CheckListen(*admin, false); err != nil {
-			return fmt.Errorf("--admin %s: the admin listener serves loopback only", *admin)
+			return fmt.Errorf("--admin %s: the admin listener serves loopback only: %w", *admin, err)
 		}
 	}
 
@@ -137,16 +147,20 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		store.Close()
-		return err
+		return fmt.Errorf("--listen: %w", err)
 	}
 	var adminSrv *http.Server
 	var adminAddr net.Addr
 	if *admin != "" {
 		alis, err := net.Listen("tcp", *admin)
+		if err == nil && !alis.Addr().(*net.TCPAddr).IP.IsLoopback() { // "localhost" the resolver made another address
+			alis.Close()
+			err = fmt.Errorf("%v is not loopback: the admin listener serves loopback only", alis.Addr())
+		}
 		if err != nil {
 			lis.Close()
 			store.Close()
-			return err
+			return fmt.Errorf("--admin: %w", err)
 		}
 		adminAddr = alis.Addr()
 		adminSrv = &http.Server{Handler: adminMux(srv, store), ReadHeaderTimeout: 10 * time.Second}

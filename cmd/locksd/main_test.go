@@ -143,10 +143,27 @@ func TestRefusedSettings(t *testing.T) {
 		{"--admin", "0.0.0.0:0"},
 		{"--tokens", filepath.Join(t.TempDir(), "none")},
 		{"--log-level", "loud"},
+		{"--profile-holds", "-1"},
+		{"--shutdown-timeout", "-5s"},
+		{"--max-sessions", "0"},
+		{"--max-per-session", "-1"},
 		{"extra"},
 	} {
 		if err := run(context.Background(), args, io.Discard, nil); err == nil {
 			t.Errorf("%q: no error", args)
+		}
+	}
+}
+
+// TestShutDownAtOnce: told to stop as soon as it is ready, before its
+// server may have begun to serve, the daemon stops cleanly.
+func TestShutDownAtOnce(t *testing.T) {
+	for range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		err := run(ctx, []string{"--listen", "127.0.0.1:0"}, io.Discard, func(net.Addr, net.Addr) { cancel() })
+		cancel()
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
