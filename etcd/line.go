@@ -23,9 +23,13 @@ const (
 	try                    // TryHold: answer (false, nil)
 )
 
-// lastCall bounds the call a hold makes as its wait ends, and is the
-// least time a hold that waits has to get into line.
+// lastCall bounds the call a hold makes as its wait ends.
 const lastCall = time.Second
+
+// reachLine is the least time a hold that waits has to get into line: a
+// few round trips to an etcd that is slow or electing a leader, however
+// short the wait.
+const reachLine = locks.DefaultWait
 
 // errGone says a waiter's key is no longer in etcd: its lease lapsed, or
 // another hand deleted it.
@@ -36,13 +40,13 @@ var errGone = errors.New("the waiter's key is gone")
 // means the key was held.
 func (s *Store) acquire(ctx context.Context, lock, text string, st locks.Settings, how how) (*hold, error) {
 	begin := time.Now() // the wait counts from the call
-	// A hold that waits stands in line within its wait (or a second, for
-	// a shorter wait), or fails with etcd's error: the lease's grant and
-	// the join are bounded by that, not only by a call's timeout (the
-	// lock's ttl).
+	// A hold that waits stands in line within its wait (or reachLine,
+	// for a shorter wait), or fails with etcd's error: the lease's grant
+	// and the join are bounded by that, not only by a call's timeout (the
+	// lock's ttl, an hour for some).
 	lctx, until := ctx, time.Time{}
 	if how == standInLine && st.Wait < locks.Forever {
-		until = begin.Add(max(st.Wait, lastCall))
+		until = begin.Add(max(st.Wait, reachLine))
 		var cancel context.CancelFunc
 		lctx, cancel = context.WithDeadline(ctx, until)
 		defer cancel()

@@ -61,10 +61,11 @@ func (l *Lock) Name() string { return l.spec.Name() }
 // (the lock's, or locks.DefaultWait): past it Hold leaves the line and
 // fails InUse, the *locks.Error naming how long the holder had held the
 // key and its fence; Wait(0) does not stand in line. A hold that waits
-// stands in line within its Wait (or a second, for a shorter one): when
-// etcd has not granted the Store's lease or let it join by then, Hold
-// fails with etcd's error (context.DeadlineExceeded), where a hold would
-// otherwise wait for a call's timeout, the lock's ttl. A line of
+// stands in line within its Wait, or locks.DefaultWait for a shorter one:
+// when etcd has not granted the Store's lease or let it join by then,
+// Hold fails with an error wrapping etcd's (context.DeadlineExceeded),
+// where it would otherwise wait for a call's timeout, the lock's ttl. A
+// line of
 // locks.MaxWaiters waiters fails Limit. When ctx ends first, Hold leaves
 // the line and fails Canceled, matching ctx.Err() and context.Cause(ctx);
 // a grant racing with that goes to the next in line.

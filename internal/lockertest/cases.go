@@ -314,6 +314,43 @@ var Cases = []Case{
 			t.Fatalf("Hold: %v, want fn's error", err)
 		}
 	}},
+	{"fn's ctx says at once that the caller's ended, with its error and cause", func(t *testing.T, tg *Target) {
+		l := tg.Open(t, "invoices")
+		why := errors.New("the caller gave up")
+		ctx, cancel := context.WithCancelCause(context.Background())
+		var fctx context.Context
+		err := l.Hold(ctx, 9, func(c context.Context, _ *locks.Lease) error {
+			fctx = c
+			cancel(why)
+			if c.Err() == nil {
+				t.Error("fn's ctx.Err() is nil right after the caller's ctx ended")
+			}
+			select {
+			case <-c.Done():
+			default:
+				t.Error("fn's ctx.Done() is not closed right after the caller's ctx ended")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fctx.Err() != context.Canceled || !errors.Is(context.Cause(fctx), why) {
+			t.Fatalf("after Hold: fn's ctx %v, cause %v; want the caller's", fctx.Err(), context.Cause(fctx))
+		}
+		dctx, stop := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer stop()
+		err = l.Hold(dctx, 9, func(c context.Context, _ *locks.Lease) error {
+			<-c.Done()
+			if c.Err() != context.DeadlineExceeded || context.Cause(c) != context.DeadlineExceeded {
+				t.Errorf("fn's ctx %v, cause %v; want the caller's deadline", c.Err(), context.Cause(c))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}},
 	{"maxHold revokes: fn's ctx ends, the next gets the key, Hold fails lost", func(t *testing.T, tg *Target) {
 		l := tg.Open(t, "invoices", locks.MaxHold(100*time.Millisecond))
 		o := tg.Other(t, "invoices")

@@ -172,7 +172,7 @@ func (h *Hold) Lost() *locks.Error { return h.lost }
 // function. Start calls nothing of ctx's, so it may run under the
 // Locker's mutex.
 func (h *Hold) Start(ctx context.Context, mark, key string) {
-	f, cancel := newFollowed(ctx)
+	f, cancel := newFollowed(ctx, true)
 	h.ctx, h.cancel, h.f = locks.MarkHold(f, mark, key, h.ended.Load), cancel, f
 	if h.lost != nil {
 		cancel(h.lost)
@@ -192,15 +192,16 @@ func (h *Hold) Start(ctx context.Context, mark, key string) {
 // run on the goroutines of Follow's and stop's callers, of the returned
 // context's users, and of package context.
 func Follow(ctx context.Context) (_ context.Context, cancel context.CancelCauseFunc, stop func() bool) {
-	f, cancel := newFollowed(ctx)
+	f, cancel := newFollowed(ctx, false)
 	return f, cancel, f.follow()
 }
 
 // newFollowed makes Follow's context, not following ctx yet. It calls
-// nothing of ctx's.
-func newFollowed(ctx context.Context) (*followed, context.CancelCauseFunc) {
+// nothing of ctx's. With asks, its Err and Done ask ctx first (see
+// catchUp): for a context that only the caller's code uses.
+func newFollowed(ctx context.Context, asks bool) (*followed, context.CancelCauseFunc) {
 	real, cancelReal := context.WithCancelCause(context.WithoutCancel(ctx))
-	f := &followed{Context: real, parent: ctx, cancel: cancelReal}
+	f := &followed{Context: real, parent: ctx, cancel: cancelReal, asks: asks}
 	return f, func(cause error) { f.end(context.Canceled, cause) }
 }
 
@@ -214,17 +215,25 @@ type followed struct {
 	context.Context // real: Done, Value, and the cause context.Cause finds
 	parent          context.Context
 	cancel          context.CancelCauseFunc // real's
+	asks            bool                    // Err and Done ask the parent first
 
 	mu  sync.Mutex
-	err error // set by the first end, before real's Done is closed
+	err error // set by the first end, with real's Done closed under mu
 }
 
 // Deadline returns the parent's deadline.
 func (f *followed) Deadline() (time.Time, bool) { return f.parent.Deadline() }
 
+// Done returns a channel closed when f ends.
+func (f *followed) Done() <-chan struct{} {
+	f.catchUp()
+	return f.Context.Done()
+}
+
 // Err returns nil until Done is closed, then the error of the first end:
 // the parent's when the parent ended first.
 func (f *followed) Err() error {
+	f.catchUp()
 	if f.Context.Err() == nil {
 		return nil
 	}
@@ -233,15 +242,26 @@ func (f *followed) Err() error {
 	return f.err
 }
 
-// end ends f with err and cause, unless it has ended.
+// catchUp ends f at once, if it asks, when its parent has ended and the
+// AfterFunc that follows the parent has not run yet: a context derived
+// from the parent would have ended with it, and the caller's code that
+// ended the parent, or saw it end, expects f's Err and Done to say so.
+func (f *followed) catchUp() {
+	if f.asks && f.Context.Err() == nil {
+		if err := f.parent.Err(); err != nil {
+			f.end(err, context.Cause(f.parent))
+		}
+	}
+}
+
+// end ends f with err and cause, unless it has ended. Real's Done is
+// closed under f.mu, so that Err, which waits for mu, never answers an
+// error before Done is closed.
 func (f *followed) end(err, cause error) {
 	f.mu.Lock()
-	first := f.err == nil
-	if first {
+	defer f.mu.Unlock()
+	if f.err == nil {
 		f.err = err
-	}
-	f.mu.Unlock()
-	if first {
 		f.cancel(cause)
 	}
 }
@@ -256,6 +276,7 @@ func (h *Hold) Run(fn locks.HoldFunc, lease *locks.Lease, release func() *locks.
 	defer func() {
 		h.ended.Store(true)
 		stop()
+		h.f.catchUp() // a parent that ended first, its AfterFunc not run yet, gives the cause
 		h.cancel(nil)
 		if lost := release(); lost != nil {
 			le := *lost
