@@ -52,7 +52,6 @@ type proxy struct {
 	conns  map[net.Conn]struct{}
 	refuse bool
 	frozen bool // bytes read are held until thawed: a partition
-	held   int  // reads from the server held while frozen
 	wg     sync.WaitGroup
 }
 
@@ -98,21 +97,18 @@ func (p *proxy) accept() {
 		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(in, out, true)
-		go p.pipe(out, in, false)
+		go p.pipe(in, out)
+		go p.pipe(out, in)
 	}
 }
 
-func (p *proxy) pipe(dst, src net.Conn, fromServer bool) {
+func (p *proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			if p.frozen && fromServer {
-				p.held++
-			}
 			for p.frozen {
 				p.thawed.Wait()
 			}
@@ -164,14 +160,6 @@ func (p *proxy) freeze(frozen bool) {
 	p.frozen = frozen
 	p.thawed.Broadcast()
 	p.mu.Unlock()
-}
-
-// heldFromServer returns how many reads from the server the proxy has
-// held while frozen.
-func (p *proxy) heldFromServer() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.held
 }
 
 func (p *proxy) close() {

@@ -320,39 +320,6 @@ func TestAPartitionedHolderEndsAtItsMaxHold(t *testing.T) {
 	}
 }
 
-// TestALossSentAsTheStreamBreaksIsSentAgain: the server revokes a hold at
-// its maxHold and sends the loss into a connection that then breaks; once
-// the client has resumed its session on a new one, the loss comes again
-// and the function's context ends, well before the ttl it keeps renewing.
-func TestALossSentAsTheStreamBreaksIsSentAgain(t *testing.T) {
-	s := servertest.Serve(t)
-	p := newProxy(t, s.Addr)
-	const ttl = time.Minute
-	l := openLock(t, dial(t, p.addr()), "invoices", locks.TTL(ttl))
-	o := openLock(t, dial(t, s.Addr), "invoices", locks.TTL(ttl))
-	r := lockertest.Start(context.Background(), l, 9, locks.MaxHold(300*time.Millisecond))
-	_, fctx := r.Held(t)
-	w := lockertest.Start(context.Background(), o, 9, locks.Wait(time.Minute))
-	lockertest.Queued(t, s.Store, 1)
-	p.freeze(true)
-	w.Held(t) // revoked at its maxHold: the key went on, and the loss was sent
-	lockertest.Eventually(t, "the loss held in the network", func() bool { return p.heldFromServer() > 0 })
-	p.cut(false) // the loss is lost with the connection
-	p.freeze(false)
-	select {
-	case <-fctx.Done():
-	case <-time.After(ttl / 4):
-		t.Fatal("the function's context still lives after the session resumed")
-	}
-	lockertest.WantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: it was revoked at its maxHold`)
-	if err := w.Result(t, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Result(t, nil); !errors.Is(err, locks.ErrLost) {
-		t.Fatalf("the revoked Hold returned %v", err)
-	}
-}
-
 // The server shuts down under a running hold, and a new one comes up at
 // the same address: the hold is lost ("its store closed"), and the client
 // goes on with a new session of the new server.

@@ -475,6 +475,45 @@ func TestSessionCloseReleasesAtOnce(t *testing.T) {
 	}
 }
 
+// TestALossIsSentAgainOnResume: a loss sent on a session's stream may not
+// have reached its client, whose stream then broke; the session resumed
+// on another stream sends it again, for as long as the grant is not
+// released.
+func TestALossIsSentAgainOnResume(t *testing.T) {
+	_, _, addr := serve(t)
+	w := connect(t, addr, "")
+	a := w.mustOpen(time.Minute)
+	ctx, cancel := w.ctx()
+	defer cancel()
+	if _, err := w.rpc.Acquire(ctx, &pb.AcquireRequest{SessionId: a.id, Secret: a.secret, AcquireId: 1,
+		Lock: "invoices", Key: []byte("9"), TtlNs: int64(time.Minute), MaxHoldNs: int64(time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	const lost = `lock invoices: key "9": the lease was lost: it was revoked at its maxHold`
+	if ev := a.next(); ev.GetLost().GetAcquireId() != 1 || ev.GetLost().GetError().LocksError().Error() != lost {
+		t.Fatalf("first stream: %v", ev)
+	}
+	a.cancel() // as if that loss had not reached the client
+	for range 2 {
+		st, err := w.rpc.Session(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: &pb.Open{SessionId: a.id, Secret: a.secret, TtlNs: int64(time.Minute)}}})
+		if ev, err := st.Recv(); err != nil || !ev.GetOpened().GetResumed() {
+			t.Fatalf("resume: %v, %v", ev, err)
+		}
+		ev, err := st.Recv()
+		if err != nil || ev.GetLost().GetAcquireId() != 1 || ev.GetLost().GetError().LocksError().Error() != lost {
+			t.Fatalf("resumed stream: %v, %v; want the loss again", ev, err)
+		}
+	}
+	resp, err := a.release(1)
+	if err != nil || resp.GetLost().LocksError().Error() != lost {
+		t.Fatalf("release: %v, %v", resp, err)
+	}
+}
+
 func TestAStreamBrokenLeavesTheSessionUntilItsTTL(t *testing.T) {
 	store, srv, addr := serve(t)
 	w := connect(t, addr, "")
