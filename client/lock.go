@@ -149,8 +149,14 @@ type entry struct {
 // acquire waits in line on the server for key text of lock, and returns
 // the held entry with its function's context, or the error of the hold.
 func (c *Client) acquire(ctx context.Context, lock, text string, st locks.Settings) (*entry, error) {
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	// The client ends the wait (cancelRPC) under its mutex, on its own
+	// goroutines: a context that follows ctx, whose cancel calls nothing
+	// of ctx's.
+	rctx, cancel, stop := remote.Follow(ctx)
+	defer func() {
+		stop()
+		cancel(nil)
+	}()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -189,8 +195,9 @@ func (c *Client) acquire(ctx context.Context, lock, text string, st locks.Settin
 		return nil, &rpcError{lock: lock, key: text, err: err}
 	}
 
+	ended := ctx.Err() != nil // asked here, not under the mutex: the caller's code
 	c.mu.Lock()
-	if ctx.Err() != nil || cause != nil || c.closed || e.done || e.gen != c.sess.gen {
+	if ended || cause != nil || c.closed || e.done || e.gen != c.sess.gen {
 		// Granted as the caller's ctx ended, or as the session ended:
 		// the key goes on, and fn never runs.
 		c.mu.Unlock()

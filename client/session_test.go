@@ -12,6 +12,8 @@ import (
 	"math/big"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,5 +343,79 @@ func TestANewServerAtTheSameAddress(t *testing.T) {
 	lockertest.Eventually(t, "a hold through the new server", func() bool { return l.Hold(context.Background(), 9, lockertest.Noop) == nil })
 	if st := s2.Store.Stats(); st.Grants == 0 {
 		t.Fatalf("the new server granted nothing: %+v", st)
+	}
+}
+
+// stallingCtx is a caller's context whose every method blocks, once
+// armed, until it is let go; stalled is closed at the first that blocks.
+type stallingCtx struct {
+	context.Context
+	armed   atomic.Bool
+	once    sync.Once
+	stalled chan struct{}
+	letGo   chan struct{}
+}
+
+func newStallingCtx(t *testing.T) *stallingCtx {
+	c := &stallingCtx{Context: context.Background(), stalled: make(chan struct{}), letGo: make(chan struct{})}
+	var freed sync.Once
+	t.Cleanup(func() { freed.Do(func() { close(c.letGo) }) })
+	return c
+}
+
+func (c *stallingCtx) stall() {
+	if c.armed.Load() {
+		c.once.Do(func() { close(c.stalled) })
+		<-c.letGo
+	}
+}
+
+func (c *stallingCtx) Deadline() (time.Time, bool) { c.stall(); return c.Context.Deadline() }
+func (c *stallingCtx) Done() <-chan struct{}       { c.stall(); return c.Context.Done() }
+func (c *stallingCtx) Err() error                  { c.stall(); return c.Context.Err() }
+func (c *stallingCtx) Value(key any) any           { c.stall(); return c.Context.Value(key) }
+
+// TestAStallingWaiterHoldsUpNoOtherCall: a waiter whose context stalls
+// once it stands in line, granted or given up by the client (cut off
+// past its ttl), holds up nobody but itself: the client's mutex is never
+// held while the caller's context is asked.
+func TestAStallingWaiterHoldsUpNoOtherCall(t *testing.T) {
+	for _, how := range []string{"granted", "given up"} {
+		t.Run(how, func(t *testing.T) {
+			s := servertest.Serve(t)
+			p := newProxy(t, s.Addr)
+			const ttl = 600 * time.Millisecond
+			c := dial(t, p.addr())
+			l := openLock(t, c, "invoices", locks.TTL(ttl))
+			o := openLock(t, dial(t, s.Addr), "invoices", locks.TTL(ttl))
+			r := lockertest.Start(context.Background(), o, 9)
+			r.Held(t)
+			stalling := newStallingCtx(t)
+			go l.Hold(stalling, 9, lockertest.Noop, locks.Wait(time.Minute))
+			lockertest.Queued(t, s.Store, 1)
+			stalling.armed.Store(true)
+			if how == "granted" {
+				r.Let(nil)
+			} else {
+				p.freeze(true) // the client gives the wait up at its ttl
+				defer p.freeze(false)
+				defer r.Let(nil)
+			}
+			select {
+			case <-stalling.stalled:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the caller's context was not asked")
+			}
+			opened := make(chan error, 1)
+			go func() { _, err := c.OpenLock("orders"); opened <- err }() // takes the client's mutex
+			select {
+			case err := <-opened:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("the client's mutex is held while the caller's context stalls")
+			}
+		})
 	}
 }
