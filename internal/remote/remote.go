@@ -180,9 +180,10 @@ func (h *Hold) Start(ctx context.Context, mark, key string) {
 }
 
 // Follow returns a context with ctx's values and deadline that ends when
-// ctx does, with its error and cause, or when cancel is called, with
-// context.Canceled and cancel's cause, whichever comes first; stop, once
-// the context is done with, stops following ctx.
+// ctx does (a moment after, on package context's goroutine), with its
+// error and cause, or when cancel is called, with context.Canceled and
+// cancel's cause, whichever comes first; stop, once the context is done
+// with, stops following ctx.
 //
 // Unlike context.WithCancelCause(ctx)'s, cancel calls nothing of ctx's: it
 // ends a context built on context.WithoutCancel(ctx), which follows ctx
