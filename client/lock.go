@@ -5,6 +5,9 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/holdline/locks"
 	"github.com/holdline/locks/internal/remote"
 	pb "github.com/holdline/locks/proto/locksv1"
@@ -180,6 +183,12 @@ func (c *Client) acquire(ctx context.Context, lock, text string, st locks.Settin
 	})
 	cause := context.Cause(rctx) // the client's own reason to stop waiting, if any
 	if err != nil {
+		if d, ok := ctx.Deadline(); ok && status.Code(err) == codes.DeadlineExceeded && time.Until(d) < deadlineSlack {
+			// The server saw the caller's deadline pass (gRPC sends it
+			// along) and its answer came before ctx's own timer fired:
+			// the caller's context error, not the transport's.
+			<-ctx.Done()
+		}
 		c.forget(e)
 		if !definitive(err) {
 			c.mu.Lock()
@@ -223,6 +232,10 @@ func (c *Client) acquire(ctx context.Context, lock, text string, st locks.Settin
 	c.mu.Unlock()
 	return e, nil
 }
+
+// deadlineSlack is how far from the caller's deadline a server's
+// DeadlineExceeded is taken as that deadline's, ahead of ctx's own timer.
+const deadlineSlack = 10 * time.Millisecond
 
 // waitEnded returns the error of a wait for key text of lock that ended
 // as the caller's ctx ended (Canceled), or as the client ended it itself

@@ -419,3 +419,46 @@ func TestAStallingWaiterHoldsUpNoOtherCall(t *testing.T) {
 		})
 	}
 }
+
+// lateCtx has a deadline whose end it reports a little after the
+// deadline itself, as a caller's context whose timer runs late does.
+type lateCtx struct {
+	context.Context
+	deadline time.Time
+	done     chan struct{}
+}
+
+func newLateCtx(d, late time.Duration) *lateCtx {
+	c := &lateCtx{Context: context.Background(), deadline: time.Now().Add(d), done: make(chan struct{})}
+	time.AfterFunc(d+late, func() { close(c.done) })
+	return c
+}
+
+func (c *lateCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *lateCtx) Done() <-chan struct{}       { return c.done }
+func (c *lateCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// TestADeadlineSeenFirstByTheServer: the server, sent the caller's
+// deadline, ends a waiting Acquire at it before the caller's own context
+// says so: Hold still fails with the caller's context error, not the
+// transport's.
+func TestADeadlineSeenFirstByTheServer(t *testing.T) {
+	s := servertest.Serve(t)
+	l := openLock(t, dial(t, s.Addr), "invoices")
+	o := openLock(t, dial(t, s.Addr), "invoices")
+	r := lockertest.Start(context.Background(), o, 9)
+	r.Held(t)
+	defer r.Let(nil)
+	err := l.Hold(newLateCtx(200*time.Millisecond, 5*time.Millisecond), 9, lockertest.Noop, locks.Wait(time.Minute))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Hold: %v (%T), want the caller's context error", err, err)
+	}
+	lockertest.WantMessage(t, err, `lock invoices: key "9": the hold's context ended: context deadline exceeded`)
+}

@@ -244,6 +244,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		for _, sess := range s.sessions {
 			list = append(list, sess)
 		}
+		clear(s.sessions) // each is told below, and ends with the store
 		s.mu.Unlock()
 		s.health.Shutdown()
 		s.store.Close()

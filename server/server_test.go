@@ -610,3 +610,22 @@ func TestAStreamWithoutOpenHoldsUpNoShutdown(t *testing.T) {
 	_, err = st.Recv()
 	wantCode(t, err, codes.Unavailable)
 }
+
+// TestShutdownForgetsItsSessions: once Shutdown has returned, the server
+// keeps no session, nor counts one.
+func TestShutdownForgetsItsSessions(t *testing.T) {
+	_, srv, addr := serve(t)
+	w := connect(t, addr, "")
+	a := w.mustOpen(time.Minute)
+	if _, err := a.acquire(1, "invoices", "9", time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := srv.Stats(); st.Sessions != 0 || st.Streams != 0 || st.Keys != 0 {
+		t.Fatalf("after Shutdown: %+v", st)
+	}
+}
