@@ -19,14 +19,14 @@
 // in the background with keepalives, at a third of the shortest ttl of its
 // locks, or of locks.DefaultTTL if that is shorter. A function holding a
 // key runs under a context that ends when the lease is lost: at once when
-// the server says so (its maxHold, the store closing); at its maxHold
-// counted on the client's own clock from the grant's answer, if no word
-// came (later than the server's revocation by the answer's time in
-// transit, as the server's word would be); and, when the client could not
-// renew the session in time, before the server could give the key to
-// anyone else: at the lease's ttl after the last renewal the server
-// answered, less a margin (a fifth of the ttl, at most 2 s), on the
-// client's own clock. A broken connection is opened again and the session
+// the server says so (its maxHold, the store closing); at its maxHold on
+// the client's own clock, if no word came, counted from when it sent the
+// Acquire plus the wait the server reports (no later than the server's
+// revocation, earlier by the request's time in transit); and, when the
+// client could not renew the session in time, before the server could
+// give the key to anyone else: at the lease's ttl after the last renewal
+// the server answered, less a margin (a fifth of the ttl, at most 2 s),
+// on the client's own clock. A broken connection is opened again and the session
 // resumed with what it still holds; a session that expired meanwhile is
 // replaced by a new one, and what the old one held is lost.
 //

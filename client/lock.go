@@ -69,9 +69,10 @@ func (l *Lock) Name() string { return l.spec.Name() }
 // fn's context derives from ctx and ends when fn returns, when ctx ends,
 // and when the lease is lost: at once when the server pushes the loss
 // (its maxHold, its store closing); at its maxHold on the client's own
-// clock, counted from the grant's answer, when no word came first (a
-// partition: the server passed the key on earlier by the answer's time
-// in transit); or when the client could not renew its session in time,
+// clock, when no word came first (a partition, an answer held up): from
+// when the Acquire was sent plus the wait the server reports, so no
+// later than the server's revocation, and earlier by the request's time
+// in transit; or when the client could not renew its session in time,
 // before the server's ttl could give the key to another holder (see the
 // package's documentation). context.Cause of it is then the Lost
 // *locks.Error, and Hold fails Lost once fn returns, wrapping fn's error.
@@ -144,8 +145,8 @@ type entry struct {
 	// Set once held, read by the hold's goroutine.
 	lease *locks.Lease
 	// maxDue is when the client gives the lease up at its maxHold, if the
-	// server's word of the revocation has not come first: the maxHold
-	// from the grant's answer, on the client's own clock.
+	// server's word of the revocation has not come first, on the client's
+	// own clock: no later than the server's revocation.
 	maxDue time.Time
 }
 
@@ -224,9 +225,20 @@ func (c *Client) acquire(ctx context.Context, lock, text string, st locks.Settin
 		e.lease.Deadline = time.Unix(0, d)
 	}
 	if e.max > 0 {
-		e.maxDue = time.Now().Add(e.max)
+		if w := resp.WaitedNs; w != nil {
+			// The grant came no earlier than the Acquire was sent plus
+			// its wait on the server: a maxHold counted from there ends
+			// no later than the server's revocation, however late this
+			// answer came (earlier by the request's time in transit).
+			e.maxDue = e.sent.Add(time.Duration(*w)).Add(e.max)
+		} else { // a server that does not say
+			e.maxDue = time.Now().Add(e.max)
+		}
+		if !time.Now().Before(e.maxDue) { // revoked on the server already
+			e.hold.Lose(&locks.Error{Kind: locks.Lost, Lock: lock, Key: text, Reason: remote.LostMaxHold})
+		}
 	}
-	e.hold.Start(ctx, lock, text) // ended at once by a loss pushed before the answer came
+	e.hold.Start(ctx, lock, text) // ended at once by a loss pushed before the answer came, or found above
 	e.held, e.cancelRPC = true, nil
 	c.rearmLocked(e)
 	c.mu.Unlock()

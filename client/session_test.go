@@ -289,13 +289,16 @@ func TestAPartitionedHolderLosesItsLeaseFirst(t *testing.T) {
 // TestAPartitionedHolderEndsAtItsMaxHold: cut off from the server, a
 // holder's function sees its context end at its maxHold on the client's
 // own clock, not at the ttl it can no longer renew: not before its
-// maxHold from the grant, and not long after the server passed the key on.
+// maxHold from the call (the client counts from when it sent the
+// Acquire, plus the server's wait), and not long after the server passed
+// the key on.
 func TestAPartitionedHolderEndsAtItsMaxHold(t *testing.T) {
 	s := servertest.Serve(t)
 	p := newProxy(t, s.Addr)
 	const ttl, maxHold = time.Minute, 300 * time.Millisecond
 	l := openLock(t, dial(t, p.addr()), "invoices", locks.TTL(ttl))
 	o := openLock(t, dial(t, s.Addr), "invoices", locks.TTL(ttl))
+	called := time.Now()
 	r := lockertest.Start(context.Background(), l, 9, locks.MaxHold(maxHold))
 	ls, fctx := r.Held(t)
 	w := lockertest.Start(context.Background(), o, 9, locks.Wait(time.Minute))
@@ -308,8 +311,8 @@ func TestAPartitionedHolderEndsAtItsMaxHold(t *testing.T) {
 		t.Fatal("the partitioned holder's context still lives")
 	}
 	ended := time.Now()
-	if ended.Before(ls.Granted.Add(maxHold)) {
-		t.Fatalf("ended %v after the grant, before its maxHold", ended.Sub(ls.Granted))
+	if ended.Before(called.Add(maxHold)) {
+		t.Fatalf("ended %v after the call, before its maxHold", ended.Sub(called))
 	}
 	t.Logf("ended %v after the grant, %v after the key went on", ended.Sub(ls.Granted), ended.Sub(wls.Granted))
 	lockertest.WantMessage(t, context.Cause(fctx), `lock invoices: key "9": the lease was lost: it was revoked at its maxHold`)
@@ -461,4 +464,39 @@ func TestADeadlineSeenFirstByTheServer(t *testing.T) {
 		t.Fatalf("Hold: %v (%T), want the caller's context error", err, err)
 	}
 	lockertest.WantMessage(t, err, `lock invoices: key "9": the hold's context ended: context deadline exceeded`)
+}
+
+// TestAHeldUpAnswerPastItsMaxHold: the answer to a waiting Acquire is
+// held up in the network past the grant's maxHold, so the server has
+// revoked the lease and given the key on by the time it comes: the
+// function never runs under a live context while the next holder holds.
+func TestAHeldUpAnswerPastItsMaxHold(t *testing.T) {
+	s := servertest.Serve(t)
+	p := newProxy(t, s.Addr)
+	const maxHold = 100 * time.Millisecond
+	a := openLock(t, dial(t, p.addr()), "invoices", locks.TTL(time.Minute))
+	d := openLock(t, dial(t, s.Addr), "invoices", locks.TTL(time.Minute))
+	first := lockertest.Start(context.Background(), d, 9)
+	first.Held(t)
+	ra := lockertest.Start(context.Background(), a, 9, locks.Wait(time.Minute), locks.MaxHold(maxHold))
+	lockertest.Queued(t, s.Store, 1)
+	rb := lockertest.Start(context.Background(), d, 9, locks.Wait(time.Minute))
+	lockertest.Queued(t, s.Store, 2)
+	p.freeze(true) // the grant's answer is held up
+	if err := first.Result(t, nil); err != nil {
+		t.Fatal(err)
+	}
+	bls, bctx := rb.Held(t) // A was revoked at its maxHold on the server
+	p.freeze(false)
+	als, actx := ra.Held(t)
+	if actx.Err() == nil && bctx.Err() == nil {
+		t.Fatalf("A (fence %d) runs under a live context while B (fence %d) holds", als.Fence, bls.Fence)
+	}
+	lockertest.WantMessage(t, context.Cause(actx), `lock invoices: key "9": the lease was lost: it was revoked at its maxHold`)
+	if err := ra.Result(t, nil); !errors.Is(err, locks.ErrLost) {
+		t.Fatalf("A's Hold: %v", err)
+	}
+	if err := rb.Result(t, nil); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -506,6 +506,7 @@ func peerAddr(ctx context.Context) string {
 
 // Acquire waits in line for a key for a session.
 func (v *service) Acquire(ctx context.Context, req *pb.AcquireRequest) (*pb.AcquireResponse, error) {
+	arrived := time.Now() // no earlier than the client sent it (see waited_ns)
 	s := v.s
 	name, key := req.GetLock(), req.GetKey()
 	lock, err := locks.OpenLock(s.store, name, locks.TTL(time.Duration(req.GetTtlNs())))
@@ -573,7 +574,8 @@ func (v *service) Acquire(ctx context.Context, req *pb.AcquireRequest) (*pb.Acqu
 	sess.mu.Unlock()
 
 	ls := g.Lease()
-	resp := &pb.AcquireResponse{Fence: ls.Fence, GrantedUnixNs: ls.Granted.UnixNano()}
+	waited := int64(max(ls.Granted.Sub(arrived), 0))
+	resp := &pb.AcquireResponse{Fence: ls.Fence, GrantedUnixNs: ls.Granted.UnixNano(), WaitedNs: &waited}
 	if !ls.Deadline.IsZero() {
 		resp.DeadlineUnixNs = ls.Deadline.UnixNano()
 	}

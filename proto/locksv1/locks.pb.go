@@ -787,8 +787,15 @@ type AcquireResponse struct {
 	// server's clock, and Granted+maxHold (0 when maxHold is off).
 	GrantedUnixNs  int64 `protobuf:"varint,2,opt,name=granted_unix_ns,json=grantedUnixNs,proto3" json:"granted_unix_ns,omitempty"`
 	DeadlineUnixNs int64 `protobuf:"varint,3,opt,name=deadline_unix_ns,json=deadlineUnixNs,proto3" json:"deadline_unix_ns,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How long the Acquire waited on the server, from when the server had
+	// it to the grant (on the server's monotonic clock). A client adds it
+	// to when it sent the Acquire to find, on its own clock, a moment no
+	// later than the grant, from which it counts the maxHold: so it ends
+	// its function by the revocation even when the answer comes late.
+	// Absent from servers before it.
+	WaitedNs      *int64 `protobuf:"varint,4,opt,name=waited_ns,json=waitedNs,proto3,oneof" json:"waited_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireResponse) Reset() {
@@ -838,6 +845,13 @@ func (x *AcquireResponse) GetGrantedUnixNs() int64 {
 func (x *AcquireResponse) GetDeadlineUnixNs() int64 {
 	if x != nil {
 		return x.DeadlineUnixNs
+	}
+	return 0
+}
+
+func (x *AcquireResponse) GetWaitedNs() int64 {
+	if x != nil && x.WaitedNs != nil {
+		return *x.WaitedNs
 	}
 	return 0
 }
@@ -1091,11 +1105,14 @@ const file_holdline_locks_v1_locks_proto_rawDesc = "" +
 	"\x03key\x18\x05 \x01(\fR\x03key\x12\x15\n" +
 	"\x06ttl_ns\x18\x06 \x01(\x03R\x05ttlNs\x12\x17\n" +
 	"\await_ns\x18\a \x01(\x03R\x06waitNs\x12\x1e\n" +
-	"\vmax_hold_ns\x18\b \x01(\x03R\tmaxHoldNs\"y\n" +
+	"\vmax_hold_ns\x18\b \x01(\x03R\tmaxHoldNs\"\xa9\x01\n" +
 	"\x0fAcquireResponse\x12\x14\n" +
 	"\x05fence\x18\x01 \x01(\x04R\x05fence\x12&\n" +
 	"\x0fgranted_unix_ns\x18\x02 \x01(\x03R\rgrantedUnixNs\x12(\n" +
-	"\x10deadline_unix_ns\x18\x03 \x01(\x03R\x0edeadlineUnixNs\"f\n" +
+	"\x10deadline_unix_ns\x18\x03 \x01(\x03R\x0edeadlineUnixNs\x12 \n" +
+	"\twaited_ns\x18\x04 \x01(\x03H\x00R\bwaitedNs\x88\x01\x01B\f\n" +
+	"\n" +
+	"_waited_ns\"f\n" +
 	"\x0eReleaseRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\fR\tsessionId\x12\x16\n" +
@@ -1198,6 +1215,7 @@ func file_holdline_locks_v1_locks_proto_init() {
 		(*SessionEvent_Lost)(nil),
 		(*SessionEvent_Closed)(nil),
 	}
+	file_holdline_locks_v1_locks_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
