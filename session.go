@@ -376,10 +376,22 @@ func (g *Grant) Context() context.Context { return g.h.c }
 // return the same. Safe for concurrent use.
 func (g *Grant) Release() error {
 	g.once.Do(func() {
-		g.sess.mu.Lock()
-		delete(g.sess.grants, g)
-		g.sess.mu.Unlock()
-		g.err = g.sess.store.release(g.h, nil)
+		sess := g.sess
+		sess.mu.Lock()
+		delete(sess.grants, g)
+		var lapsed []member
+		if w := g.h.w; w.grp != nil && w.lapseAt != 0 {
+			// It lapsed, and its group's timer has not acted on it yet:
+			// act now, so that Release says it was lost, as Renew's doc
+			// promises a lapsed lease stays lapsed.
+			sess.leaveGroupLocked(w)
+			lapsed = append(lapsed, member{w, w.c})
+		}
+		sess.mu.Unlock()
+		if lapsed != nil {
+			sess.store.lapse(lapsed, new(firing))
+		}
+		g.err = sess.store.release(g.h, nil)
 		unprofile(g.prof)
 	})
 	return g.err
@@ -411,6 +423,12 @@ func (l *Lock) Acquire(ctx context.Context, sess *Session, key any, opts ...Opti
 		return nil, newError(Invalid, name, text, "held inside a transaction")
 	case nested:
 		return nil, newError(Invalid, name, text, "held inside a hold of the same key")
+	}
+	sess.mu.Lock()
+	closed := sess.closed
+	sess.mu.Unlock()
+	if closed { // before the key is looked at: not InUse, nor a wait counted
+		return nil, newError(Closed, name, text, "the session is closed")
 	}
 	prof := l.store.profileHold()
 	h, err := l.acquire(ctx, text, set, sess)

@@ -118,6 +118,25 @@ func TestSessionRenew(t *testing.T) {
 	})
 }
 
+// TestReleaseOfALapsedGrant: a grant that lapsed, renewed too late and
+// released before the store acted on the lapse, was lost all the same:
+// Release says so, and the key is free.
+func TestReleaseOfALapsedGrant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, l := ttlLock(t)
+		sess := st.NewSession()
+		defer sess.Close()
+		for range 10 {
+			g := acquire(t, l, sess, 9)
+			time.Sleep(ttl) // due now: the store may or may not have acted yet
+			require.NoError(t, sess.Renew(), "late: the session lives on")
+			require.EqualError(t, g.Release(), `lock invoices: key "9": the lease was lost: its ttl ran out`)
+			requireFree(t, l, 9)
+		}
+		require.Equal(t, uint64(10), st.Stats().RevokedTTL)
+	})
+}
+
 // TestSessionWaitLapses: a session waiting for a key, not renewed, leaves
 // the line at its ttl and is never granted; a renewed one keeps waiting.
 func TestSessionWaitLapses(t *testing.T) {
@@ -182,6 +201,13 @@ func TestSessionClose(t *testing.T) {
 		require.NoError(t, sess.Close(), "idempotent")
 		_, err := l.Acquire(context.Background(), sess, 1)
 		require.EqualError(t, err, `lock invoices: key "1": the session is closed: closed`)
+		// A held key, with or without a wait: closed still, and no wait counted.
+		waits := st.Stats().Waits
+		for _, wait := range []time.Duration{0, time.Hour} {
+			_, err = l.Acquire(context.Background(), sess, "held", locks.Wait(wait))
+			require.EqualError(t, err, `lock invoices: key "held": the session is closed: closed`)
+		}
+		require.Equal(t, waits, st.Stats().Waits)
 		require.EqualError(t, sess.Renew(), "the session is closed: closed")
 		require.NoError(t, other.finish())
 		require.Zero(t, locks.KeyEntries(st))
