@@ -2,7 +2,6 @@ package locks_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,32 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdline/locks"
+	"github.com/holdline/locks/internal/lockertest"
 )
-
-// stallingCtx is a caller's context whose every method blocks, once armed,
-// until it is let go: the worst a caller can hand the store.
-type stallingCtx struct {
-	context.Context
-	armed   atomic.Bool
-	letGo   chan struct{}
-	stalled atomic.Int32 // calls that blocked
-}
-
-func newStallingCtx() *stallingCtx {
-	return &stallingCtx{Context: context.Background(), letGo: make(chan struct{})}
-}
-
-func (c *stallingCtx) stall() {
-	if c.armed.Load() {
-		c.stalled.Add(1)
-		<-c.letGo
-	}
-}
-
-func (c *stallingCtx) Deadline() (time.Time, bool) { c.stall(); return c.Context.Deadline() }
-func (c *stallingCtx) Done() <-chan struct{}       { c.stall(); return c.Context.Done() }
-func (c *stallingCtx) Err() error                  { c.stall(); return c.Context.Err() }
-func (c *stallingCtx) Value(key any) any           { c.stall(); return c.Context.Value(key) }
 
 // TestNoCallerCodeOnTheStoreGoroutine: revoking a lease at its maxHold, and
 // closing the store, call no method of the caller's context, so a caller
@@ -44,12 +19,12 @@ func (c *stallingCtx) Value(key any) any           { c.stall(); return c.Context
 func TestNoCallerCodeOnTheStoreGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, l := newLock(t)
-		stalling := newStallingCtx()
+		stalling := lockertest.NewStallingCtx()
 		stalledDone := make(chan error, 1)
 		go func() {
 			stalledDone <- l.Hold(stalling, "stalls", func(ctx context.Context, _ *locks.Lease) error {
 				done := ctx.Done() // built before the caller's context stalls
-				stalling.armed.Store(true)
+				stalling.Arm()
 				<-done
 				return nil
 			}, locks.MaxHold(time.Second))
@@ -77,13 +52,13 @@ func TestNoCallerCodeOnTheStoreGoroutine(t *testing.T) {
 		// The stalling caller's own goroutine asks its context as its hold
 		// ends: that delays only that caller.
 		synctest.Wait()
-		require.Positive(t, stalling.stalled.Load())
+		require.Positive(t, stalling.Stalls())
 		select {
 		case err := <-stalledDone:
 			t.Fatalf("the stalling caller returned %v before its context let go", err)
 		default:
 		}
-		close(stalling.letGo)
+		stalling.LetGo()
 		require.ErrorIs(t, <-stalledDone, locks.ErrLost)
 	})
 }

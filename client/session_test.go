@@ -12,8 +12,6 @@ import (
 	"math/big"
 	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -349,35 +347,6 @@ func TestANewServerAtTheSameAddress(t *testing.T) {
 	}
 }
 
-// stallingCtx is a caller's context whose every method blocks, once
-// armed, until it is let go; stalled is closed at the first that blocks.
-type stallingCtx struct {
-	context.Context
-	armed   atomic.Bool
-	once    sync.Once
-	stalled chan struct{}
-	letGo   chan struct{}
-}
-
-func newStallingCtx(t *testing.T) *stallingCtx {
-	c := &stallingCtx{Context: context.Background(), stalled: make(chan struct{}), letGo: make(chan struct{})}
-	var freed sync.Once
-	t.Cleanup(func() { freed.Do(func() { close(c.letGo) }) })
-	return c
-}
-
-func (c *stallingCtx) stall() {
-	if c.armed.Load() {
-		c.once.Do(func() { close(c.stalled) })
-		<-c.letGo
-	}
-}
-
-func (c *stallingCtx) Deadline() (time.Time, bool) { c.stall(); return c.Context.Deadline() }
-func (c *stallingCtx) Done() <-chan struct{}       { c.stall(); return c.Context.Done() }
-func (c *stallingCtx) Err() error                  { c.stall(); return c.Context.Err() }
-func (c *stallingCtx) Value(key any) any           { c.stall(); return c.Context.Value(key) }
-
 // TestAStallingWaiterHoldsUpNoOtherCall: a waiter whose context stalls
 // once it stands in line, granted or given up by the client (cut off
 // past its ttl), holds up nobody but itself: the client's mutex is never
@@ -393,10 +362,11 @@ func TestAStallingWaiterHoldsUpNoOtherCall(t *testing.T) {
 			o := openLock(t, dial(t, s.Addr), "invoices", locks.TTL(ttl))
 			r := lockertest.Start(context.Background(), o, 9)
 			r.Held(t)
-			stalling := newStallingCtx(t)
+			stalling := lockertest.NewStallingCtx()
+			t.Cleanup(stalling.LetGo)
 			go l.Hold(stalling, 9, lockertest.Noop, locks.Wait(time.Minute))
 			lockertest.Queued(t, s.Store, 1)
-			stalling.armed.Store(true)
+			stalling.Arm()
 			if how == "granted" {
 				r.Let(nil)
 			} else {
@@ -405,7 +375,7 @@ func TestAStallingWaiterHoldsUpNoOtherCall(t *testing.T) {
 				defer r.Let(nil)
 			}
 			select {
-			case <-stalling.stalled:
+			case <-stalling.Stalled():
 			case <-time.After(10 * time.Second):
 				t.Fatal("the caller's context was not asked")
 			}

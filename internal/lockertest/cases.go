@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,25 +15,6 @@ type invoiceID string
 
 // point is a key of no type a key may be.
 type point struct{ x, y int }
-
-// stallingCtx is a caller's context whose every method blocks, once
-// armed, until it is let go: the worst a caller can hand a store.
-type stallingCtx struct {
-	context.Context
-	armed atomic.Bool
-	letGo chan struct{}
-}
-
-func (c *stallingCtx) stall() {
-	if c.armed.Load() {
-		<-c.letGo
-	}
-}
-
-func (c *stallingCtx) Deadline() (time.Time, bool) { c.stall(); return c.Context.Deadline() }
-func (c *stallingCtx) Done() <-chan struct{}       { c.stall(); return c.Context.Done() }
-func (c *stallingCtx) Err() error                  { c.stall(); return c.Context.Err() }
-func (c *stallingCtx) Value(key any) any           { c.stall(); return c.Context.Value(key) }
 
 // Case is one rule of the contract, checked against a Target.
 type Case struct {
@@ -394,15 +373,13 @@ var Cases = []Case{
 		// maxHold; another key's, revoked later, still reaches its
 		// function, and the next in line gets that key.
 		l, o := tg.Open(t, "invoices"), tg.Other(t, "invoices")
-		stalling := &stallingCtx{Context: context.Background(), letGo: make(chan struct{})}
-		var once sync.Once
-		letGo := func() { once.Do(func() { close(stalling.letGo) }) }
-		t.Cleanup(letGo) // before tg's cleanups, should the case fail
+		stalling := NewStallingCtx()
+		t.Cleanup(stalling.LetGo) // before tg's cleanups, should the case fail
 		held, stalled := make(chan struct{}), make(chan error, 1)
 		go func() {
 			stalled <- l.Hold(stalling, "stalls", func(ctx context.Context, _ *locks.Lease) error {
 				done := ctx.Done() // taken before the caller's context stalls
-				stalling.armed.Store(true)
+				stalling.Arm()
 				close(held)
 				<-done
 				return nil
@@ -429,7 +406,7 @@ var Cases = []Case{
 		if err := r.Result(t, nil); !errors.Is(err, locks.ErrLost) {
 			t.Fatalf("the revoked Hold returned %v", err)
 		}
-		letGo() // the stalling caller's own goroutine may ask its context as its hold ends
+		stalling.LetGo() // the stalling caller's own goroutine may ask its context as its hold ends
 		select {
 		case err := <-stalled:
 			if !errors.Is(err, locks.ErrLost) {

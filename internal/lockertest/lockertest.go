@@ -156,6 +156,52 @@ func (r *Running) Wait(t testing.TB) error {
 	return nil
 }
 
+// StallingCtx is a caller's context whose every method blocks, once
+// armed, until it is let go: the worst a caller can hand a Locker, whose
+// own goroutines and mutexes must never run it (SPEC §5).
+type StallingCtx struct {
+	context.Context
+	armed   atomic.Bool
+	stalls  atomic.Int32
+	first   sync.Once
+	stalled chan struct{}
+	letGo   chan struct{}
+	freed   sync.Once
+}
+
+// NewStallingCtx returns a StallingCtx over context.Background, not armed.
+func NewStallingCtx() *StallingCtx {
+	return &StallingCtx{Context: context.Background(), stalled: make(chan struct{}), letGo: make(chan struct{})}
+}
+
+// Arm makes every later call of c's methods block until LetGo.
+func (c *StallingCtx) Arm() { c.armed.Store(true) }
+
+// LetGo lets every blocked call go, and every later one through.
+// Idempotent.
+func (c *StallingCtx) LetGo() { c.freed.Do(func() { close(c.letGo) }) }
+
+// Stalled is closed when a call first blocks.
+func (c *StallingCtx) Stalled() <-chan struct{} { return c.stalled }
+
+// Stalls returns how many calls have blocked.
+func (c *StallingCtx) Stalls() int { return int(c.stalls.Load()) }
+
+func (c *StallingCtx) stall() {
+	if c.armed.Load() {
+		c.stalls.Add(1)
+		c.first.Do(func() { close(c.stalled) })
+		<-c.letGo
+	}
+}
+
+// Deadline, Done, Err and Value block once c is armed, then answer as
+// context.Background does.
+func (c *StallingCtx) Deadline() (time.Time, bool) { c.stall(); return c.Context.Deadline() }
+func (c *StallingCtx) Done() <-chan struct{}       { c.stall(); return c.Context.Done() }
+func (c *StallingCtx) Err() error                  { c.stall(); return c.Context.Err() }
+func (c *StallingCtx) Value(key any) any           { c.stall(); return c.Context.Value(key) }
+
 // Exclusive counts the holders of keys inside their functions, and fails
 // the test if two hold one key at once or a key's fences do not rise.
 // The zero Exclusive is ready; safe for concurrent use.
