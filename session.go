@@ -124,6 +124,12 @@ func (sess *Session) Close() error {
 	var members []member
 	for _, g := range sess.groups {
 		members = g.takeAllLocked(members)
+		// Its timer goes too, rather than wake the store at its old
+		// instant and keep the session until then; one the timer
+		// goroutine has taken finds the group empty.
+		if g.timer.armed && sess.store.timers.cancel(&g.timer) {
+			g.timer.armed = false
+		}
 	}
 	sess.mu.Unlock()
 	if s := sess.store; s != nil {

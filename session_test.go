@@ -118,6 +118,24 @@ func TestSessionRenew(t *testing.T) {
 	})
 }
 
+// TestClosedSessionLeavesNoTimer: a closed session's ttl timer leaves the
+// store's wheel with it, rather than wake the store at its old lapse.
+func TestClosedSessionLeavesNoTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, l := ttlLock(t)
+		sess := st.NewSession()
+		g := acquire(t, l, sess, 9)
+		require.NoError(t, g.Release())
+		_, idle := locks.PendingTimers(st)
+		require.False(t, idle, "the released grant's group keeps its timer until its old lapse")
+		require.NoError(t, sess.Close())
+		synctest.Wait()
+		n, idle := locks.PendingTimers(st)
+		require.Zero(t, n)
+		require.True(t, idle, "a timer outlives the closed session")
+	})
+}
+
 // TestReleaseOfALapsedGrant: a grant that lapsed, renewed too late and
 // released before the store acted on the lapse, was lost all the same:
 // Release says so, and the key is free.
