@@ -2,6 +2,7 @@ package locks
 
 import (
 	"context"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -366,7 +367,7 @@ func (l *Lock) TryHold(ctx context.Context, key any, fn HoldFunc, opts ...Option
 
 // HoldValue is Hold for a function that answers a value, on any Locker:
 // it returns what fn returned. When fn did not run, the value is T's zero
-// value. A nil l, or a nil *Lock in it, fails Invalid.
+// value. A nil l, or a nil pointer in it (a nil *Lock), fails Invalid.
 func HoldValue[T any](ctx context.Context, l Locker, key any,
 	fn func(ctx context.Context, lease *Lease) (T, error), opts ...Option) (T, error) {
 	var v T
@@ -387,7 +388,7 @@ func HoldValue[T any](ctx context.Context, l Locker, key any,
 
 // TryHoldValue is TryHold for a function that answers a value, on any
 // Locker: it returns what fn returned, and whether it ran. A nil l fails
-// Invalid, and so does a nil *Lock in it.
+// Invalid, and so does a nil pointer in it (a nil *Lock).
 func TryHoldValue[T any](ctx context.Context, l Locker, key any,
 	fn func(ctx context.Context, lease *Lease) (T, error), opts ...Option) (value T, acquired bool, err error) {
 	if nilLocker(l) {
@@ -405,11 +406,14 @@ func TryHoldValue[T any](ctx context.Context, l Locker, key any,
 	return value, acquired, err
 }
 
-// nilLocker reports whether l is nil, or a nil *Lock, whose methods
-// would dereference it.
+// nilLocker reports whether l is nil, or a nil pointer (a nil *Lock, a
+// nil *client.Lock), whose methods would dereference it.
 func nilLocker(l Locker) bool {
-	lk, ok := l.(*Lock)
-	return l == nil || ok && lk == nil
+	if lk, ok := l.(*Lock); ok || l == nil {
+		return lk == nil
+	}
+	v := reflect.ValueOf(l)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // Detach returns a context with ctx's values and none of its

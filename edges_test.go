@@ -181,7 +181,13 @@ func TestHoldValueOnALocker(t *testing.T) {
 	_, ok, err = locks.TryHoldValue(context.Background(), none, 9, func(context.Context, *locks.Lease) (int, error) { return 1, nil })
 	require.False(t, ok)
 	require.EqualError(t, err, "the Locker is nil: invalid")
+	var other *otherLocker // and so is a nil pointer of another Locker
+	_, err = locks.HoldValue(context.Background(), other, 9, func(context.Context, *locks.Lease) (int, error) { return 1, nil })
+	require.EqualError(t, err, "the Locker is nil: invalid")
 }
+
+// otherLocker is a Locker of another package's making.
+type otherLocker struct{ locks.Locker }
 
 // TestDetach: work a held function starts with Detach(ctx) keeps ctx's
 // values, outlives the function, and waits in line for the same key like
