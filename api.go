@@ -211,7 +211,7 @@ type Stats struct {
 	Revoked  uint64 // leases revoked: the three below together
 	Limited  uint64 // holds refused because the key's line was full
 	Keys     int    // keys with a holder or a waiter now
-	Running  int    // keys held by running functions now, one per key (a HoldAll of three: 3), revoked ones too; sessions' grants not
+	Running  int    // keys held by running functions now (a HoldAll: one per key), revoked ones too
 	Waiting  int    // waiters in the keys' lines now
 
 	RevokedMaxHold uint64 // leases revoked at their maxHold
@@ -337,11 +337,12 @@ var _ Locker = (*Lock)(nil)
 // see Detach); inside another hold, when its wait would close a cycle of
 // holds waiting on each other (each wait taken as made by the hold whose
 // context its ctx descends from, as for nesting), it leaves the line and
-// fails Invalid, naming the keys of the cycle. It fails Lost when the lease was lost
-// before fn returned (see MaxHold and Close), wrapping fn's error: check
-// errors.Is(err, ErrLost) before context.Canceled, since a function that
-// returns its ended ctx's error makes a lost lease match both. Closed
-// when the store is closed. Errors other than fn's own are *Error values.
+// fails Invalid, naming the keys of the cycle. It fails Lost when the
+// lease was lost before fn returned (see MaxHold and Close), wrapping fn's
+// error: check errors.Is(err, ErrLost) before context.Canceled, since a
+// function that returns its ended ctx's error makes a lost lease match
+// both. Closed when the store is closed. Errors other than fn's own are
+// *Error values.
 //
 // Cost: on a free key, one hash, one shard lock taken twice (grant and
 // release), one map insert and delete, one clock reading and one
