@@ -218,9 +218,10 @@ func armLocks(env *Env, n int, d time.Duration, few int, between func()) pending
 		opts = append(opts, locks.MaxHold(d))
 	}
 	s.done.Add(n)
-	inSteps(env.Keys[:n], few, between, func(keys []string) {
-		in.Add(len(keys))
-		for _, key := range keys {
+	inSteps(n, few, between, func(lo, hi int) {
+		in.Add(hi - lo)
+		for i := lo; i < hi; i++ {
+			key := env.Keys.At(i)
 			go func() {
 				mustHold(s.lock.Hold(context.Background(), key, fn, opts...))
 				s.done.Done()
@@ -231,28 +232,28 @@ func armLocks(env *Env, n int, d time.Duration, few int, between func()) pending
 	return s
 }
 
-// inSteps calls arm with the first few of xs, then between (if not nil),
-// then arm with the rest.
-func inSteps[T any](xs []T, few int, between func(), arm func([]T)) {
-	arm(xs[:few])
+// inSteps calls arm with the first few of n places (arm(0, few)), then
+// between (if not nil), then arm with the rest (arm(few, n)).
+func inSteps(n, few int, between func(), arm func(lo, hi int)) {
+	arm(0, few)
 	if between != nil {
 		between()
 	}
-	arm(xs[few:])
+	arm(few, n)
 }
 
 func (s *locksSet) ops(env *Env, d time.Duration) (with, without func(w, i int)) {
 	procs := runtime.GOMAXPROCS(0)
-	parts := make([][]string, procs)
+	parts := make([]KeyList, procs)
 	for w := range parts {
 		parts[w] = part(env.spareKeys(), w, procs)
 	}
 	fn := func(context.Context, *locks.Lease) error { return nil }
 	with = func(w, i int) {
-		mustHold(s.lock.Hold(context.Background(), parts[w][i%len(parts[w])], fn, locks.MaxHold(d)))
+		mustHold(s.lock.Hold(context.Background(), parts[w].At(i%parts[w].Len()), fn, locks.MaxHold(d)))
 	}
 	without = func(w, i int) {
-		mustHold(s.lock.Hold(context.Background(), parts[w][i%len(parts[w])], fn))
+		mustHold(s.lock.Hold(context.Background(), parts[w].At(i%parts[w].Len()), fn))
 	}
 	return with, without
 }
@@ -279,7 +280,8 @@ type timerSet struct {
 func armTimers(n int, d time.Duration, few int, between func(), arm func(time.Duration) func() bool) *timerSet {
 	s := &timerSet{stops: make([]func() bool, n)}
 	procs := runtime.GOMAXPROCS(0)
-	inSteps(s.stops, few, between, func(stops []func() bool) {
+	inSteps(n, few, between, func(lo, hi int) {
+		stops := s.stops[lo:hi]
 		if d == 0 {
 			return
 		}

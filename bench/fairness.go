@@ -57,7 +57,7 @@ func fairnessScenario(peers []Peer) Scenario {
 func fairness(env *Env, p Peer) Sample {
 	l := p.New()
 	defer l.Close()
-	key := env.Keys[0]
+	key := env.Keys.At(0)
 	size := env.Grants + fairGoroutines
 	stamps := make([]atomic.Int64, size) // ns since start, +1 so that 0 means "not stamped yet"
 	start := time.Now()

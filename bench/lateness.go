@@ -85,7 +85,7 @@ func fireLocks(env *Env, n int, lead time.Duration) ([]time.Duration, int) {
 				armed.Done()
 				return
 			}
-			err := p.lock.Hold(context.Background(), env.Keys[i], func(ctx context.Context, ls *locks.Lease) error {
+			err := p.lock.Hold(context.Background(), env.Keys.At(i), func(ctx context.Context, ls *locks.Lease) error {
 				ctxs[i], deadlines[i] = ctx, ls.Deadline
 				armed.Done()
 				<-finish

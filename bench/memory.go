@@ -73,7 +73,8 @@ func heldBytes(env *Env, p Peer) heldFigures {
 	fn := func() { in.Done(); <-release }
 
 	h0 := heapAlloc()
-	for _, key := range env.Keys[:n] {
+	for i := range n {
+		key := env.Keys.At(i)
 		go func() { l.Hold(key, fn); out.Done() }()
 	}
 	in.Wait()

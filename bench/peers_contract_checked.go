@@ -134,13 +134,14 @@ func (f *checkedFloor) hold(ctx context.Context, key any, maxHold time.Duration,
 	}
 	e := sh.lookup(h, text)
 	var w *waitFloorWaiter
+	var granted time.Duration // on the floor's clock
 	if e == nil {
 		e = sh.insert(h, text)
 		sh.fence++
 		rec.fence = sh.fence
 		sh.running++
 		sh.mu.Unlock()
-		rec.granted = f.origin.Add(start)
+		granted = start
 	} else {
 		if e.waiters >= locks.MaxWaiters {
 			sh.mu.Unlock()
@@ -164,10 +165,11 @@ func (f *checkedFloor) hold(ctx context.Context, key any, maxHold time.Duration,
 				return f.leave(sh, e, w, rec)
 			}
 		}
-		rec.granted = f.origin.Add(time.Since(f.origin))
+		granted = time.Since(f.origin)
 	}
+	rec.granted = f.origin.Add(granted)
 	if maxHold > 0 {
-		rec.deadline = rec.granted.Add(maxHold)
+		rec.deadline = granted + maxHold
 	}
 	e.rec = rec
 	defer f.letGo(sh, e, w, rec)

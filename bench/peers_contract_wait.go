@@ -27,13 +27,10 @@ import (
 // context, no revocation, as floor-contract.
 //
 // The grant instant is read by the woken waiter, as floor-contract reads
-// it (locks reads it under the shard's lock at the handoff), but from the
-// monotonic clock, time.Since from an origin as locks does, where
-// floor-contract calls time.Now(), which on linux/amd64 reads the wall
-// clock too. A waiter of either reads a clock twice in all: here two
-// monotonic readings, about 7 ns more than floor-contract's one time.Now()
-// (43 against 36 ns in a loop on a 2-core Intel VM: bench/MEASUREMENTS.md,
-// "The wait floor").
+// it (locks reads it under the shard's lock at the handoff), from the
+// monotonic clock, time.Since from an origin, as floor-contract and locks
+// do. A waiter reads it twice in all: once for its wait's deadline, once
+// at its grant.
 
 // waitFloorWaiter is a waiter of the wait floor: its place in its key's
 // line and in its shard's list of deadlines, its deadline, and its own
@@ -115,20 +112,22 @@ func (f *waitFloor) hold(key string, maxHold time.Duration, fn func()) {
 	sh.mu.Lock()
 	e := sh.lookup(h, key)
 	var w *waitFloorWaiter
+	var granted time.Duration // on the floor's clock
 	if e == nil {
 		e = sh.insert(h, key)
 		sh.fence++
 		rec.fence = sh.fence
 		sh.mu.Unlock()
-		rec.granted = f.origin.Add(start)
+		granted = start
 	} else {
 		w = sh.joinLocked(e, start+deadlineWait)
 		sh.mu.Unlock()
 		rec.fence = <-w.ready // parked in this frame, as locks' Hold
-		rec.granted = f.origin.Add(time.Since(f.origin))
+		granted = time.Since(f.origin)
 	}
+	rec.granted = f.origin.Add(granted)
 	if maxHold > 0 {
-		rec.deadline = rec.granted.Add(maxHold)
+		rec.deadline = granted + maxHold
 	}
 	e.rec = rec
 	fn()

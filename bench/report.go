@@ -95,6 +95,7 @@ func (r *Results) Header(w io.Writer) {
 	fmt.Fprintln(w, "ratios: ×best = figure / best correct peer's figure in the same run and GOMAXPROCS (lower is better);")
 	fmt.Fprintln(w, "        ×floor = figure / floor-contract's, a keyed lock doing only the work no implementation of the contract can skip")
 	fmt.Fprintln(w, "throughput scenarios: every peer in one run, in alternating 2 ms phases in a random order per round (interleave.go)")
+	fmt.Fprintln(w, "        their ns/op includes gc-ns/op, the peer's share of the collections, charged by the bytes it allocated")
 }
 
 // Table writes a scenario's table: one row per GOMAXPROCS and peer with

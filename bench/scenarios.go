@@ -101,7 +101,7 @@ func (sc Scenario) perP() int { return max(sc.PerP, 1) }
 type Env struct {
 	// Keys are the invoice ids invoice-000000 ... of the throughput
 	// scenarios.
-	Keys []string
+	Keys KeyList
 	// Scale is how many deadlines are pending, or keys held, at once in the
 	// experiments at scale (deadlines, memory).
 	Scale int
@@ -120,7 +120,7 @@ type Env struct {
 
 	mu     sync.Mutex
 	draws  [][]uint32   // per worker, replayed by the zipf scenario
-	spare  []string     // keys no pending hold uses (deadlines scenario)
+	spare  KeyList      // keys no pending hold uses (deadlines scenario)
 	base   *heldFigures // the memory scenario's baseline
 	warmed bool         // warmGoroutines(Scale + warmSpare) ran
 }
@@ -134,24 +134,52 @@ func NewEnv(nkeys, scale, grants int) *Env {
 	return &Env{Keys: invoiceIDs(nkeys), Scale: scale, Grants: grants, Reps: 1, BenchTime: 200 * time.Millisecond, Zipf: NewZipf(uint64(nkeys), 0.99)}
 }
 
-// invoiceIDs returns invoice-000000 ... invoice-(n-1), each a slice of one
-// string: a million separate strings would be a million objects for every
-// garbage collection to mark, a cost that, in the interleaved runs, falls
-// on whichever peer runs while the collector does.
-func invoiceIDs(n int) []string {
-	const width = len("invoice-000000")
+// KeyList is a list of keys of one width, each sliced on demand from one
+// string that holds them all. A []string of a million keys would be a
+// million pointers for every garbage collection to scan: 15 ms a
+// collection on the 2-core machine of the README, time the interleaved
+// runs charge to the peers by the bytes they allocate, which then reads
+// as a cost of a hold (bench/MEASUREMENTS.md, "The floor's own costs").
+// A KeyList is one pointer.
+type KeyList struct {
+	all   string
+	width int
+}
+
+// Len returns the number of keys.
+func (k KeyList) Len() int {
+	if k.width == 0 {
+		return 0
+	}
+	return len(k.all) / k.width
+}
+
+// At returns the i-th key; it allocates nothing.
+func (k KeyList) At(i int) string { return k.all[i*k.width : (i+1)*k.width] }
+
+// Slice returns the keys i to j-1.
+func (k KeyList) Slice(i, j int) KeyList {
+	return KeyList{all: k.all[i*k.width : j*k.width], width: k.width}
+}
+
+// keyList returns n keys, fmt.Sprintf(format, i) for i from 0 to n-1,
+// which must all be of one width.
+func keyList(format string, n int) KeyList {
+	width := len(fmt.Sprintf(format, 0))
 	var b strings.Builder
 	b.Grow(n * width)
 	for i := range n {
-		fmt.Fprintf(&b, "invoice-%06d", i)
+		fmt.Fprintf(&b, format, i)
 	}
-	all := b.String()
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = all[i*width : (i+1)*width]
+	k := KeyList{all: b.String(), width: width}
+	if len(k.all) != n*width {
+		panic("bench: keys of " + format + " differ in width")
 	}
-	return keys
+	return k
 }
+
+// invoiceIDs returns invoice-000000 ... invoice-(n-1).
+func invoiceIDs(n int) KeyList { return keyList("invoice-%06d", n) }
 
 // zipfDraws returns worker w's replayable sequence of Zipf ranks.
 func (env *Env) zipfDraws(w int) []uint32 {
@@ -164,28 +192,26 @@ func (env *Env) zipfDraws(w int) []uint32 {
 }
 
 // spareKeys returns 1<<16 keys that no invoice id equals.
-func (env *Env) spareKeys() []string {
+func (env *Env) spareKeys() KeyList {
 	env.mu.Lock()
 	defer env.mu.Unlock()
-	if env.spare == nil {
-		env.spare = make([]string, 1<<16)
-		for i := range env.spare {
-			env.spare[i] = fmt.Sprintf("spare-%08d", i)
-		}
+	if env.spare.Len() == 0 {
+		env.spare = keyList("spare-%08d", 1<<16)
 	}
 	return env.spare
 }
 
 // part returns worker w's share of keys when n workers split them.
-func part(keys []string, w, n int) []string {
+func part(keys KeyList, w, n int) KeyList {
 	w %= n
-	return keys[w*len(keys)/n : (w+1)*len(keys)/n]
+	return keys.Slice(w*keys.Len()/n, (w+1)*keys.Len()/n)
 }
 
 var nsCols = []Column{
 	{"ns/op", "ns/op", "%.1f"},
 	{"B/op", "B/op", "%.0f"},
 	{"allocs/op", "allocs/op", "%.2f"},
+	{"gc-ns/op", "gc-ns/op", "%.1f"},
 }
 
 // Scenarios returns the project's eight scenarios, in order, and remote
@@ -265,12 +291,13 @@ func walk(env *Env, l Locker, maxHold time.Duration) Load {
 	procs := runtime.GOMAXPROCS(0)
 	return Load{Op: func(w int) func() {
 		mine := part(env.Keys, w, procs)
+		n := mine.Len()
 		c := new(cursor)
 		fn := c.count
 		if maxHold > 0 {
-			return func() { l.HoldMax(mine[c.next(len(mine))], maxHold, fn) }
+			return func() { l.HoldMax(mine.At(c.next(n)), maxHold, fn) }
 		}
-		return func() { l.Hold(mine[c.next(len(mine))], fn) }
+		return func() { l.Hold(mine.At(c.next(n)), fn) }
 	}}
 }
 
@@ -311,7 +338,7 @@ func zipfLoad(env *Env, l Locker) Load {
 		draws := env.zipfDraws(w % procs)
 		c := new(cursor)
 		fn := c.count
-		return func() { l.Hold(env.Keys[draws[c.next(len(draws))]], fn) }
+		return func() { l.Hold(env.Keys.At(int(draws[c.next(len(draws))])), fn) }
 	}}
 }
 
@@ -330,7 +357,7 @@ const hotYield = 32
 // the wait floors, which are not Waiters, through Hold, which stands in
 // line for deadlineWait; a wait that ran out is reported as "timeouts".
 func hotKey(env *Env, l Locker, wait bool) Load {
-	key := env.Keys[0]
+	key := env.Keys.At(0)
 	count := 0 // guarded by the key
 	var timeouts atomic.Int64
 	fn := func() {

@@ -42,7 +42,7 @@ func TestEveryHotKeyDeadlinePeerHolds(t *testing.T) {
 			sc = s
 		}
 	}
-	env := &Env{Keys: []string{"invoice-000000"}}
+	env := &Env{Keys: invoiceIDs(1)}
 	for _, p := range sc.Peers {
 		l := p.New()
 		load := sc.Load(env, l)
@@ -59,4 +59,23 @@ func TestEveryHotKeyDeadlinePeerHolds(t *testing.T) {
 		}
 	}()
 	sc.Load(env, newContractFloor(recordDeadline)).Op(0)
+}
+
+// TestKeyList: a list's keys are the format's, in order, of one width, and
+// its slices hold the same keys.
+func TestKeyList(t *testing.T) {
+	k := invoiceIDs(1000)
+	if k.Len() != 1000 || k.At(0) != "invoice-000000" || k.At(999) != "invoice-000999" {
+		t.Fatalf("invoiceIDs(1000): %d keys, first %q, last %q", k.Len(), k.At(0), k.At(999))
+	}
+	s := k.Slice(10, 20)
+	if s.Len() != 10 || s.At(0) != "invoice-000010" || s.At(9) != "invoice-000019" {
+		t.Errorf("Slice(10, 20): %d keys, first %q, last %q", s.Len(), s.At(0), s.At(9))
+	}
+	if (KeyList{}).Len() != 0 {
+		t.Error("the zero KeyList is not empty")
+	}
+	if testing.AllocsPerRun(100, func() { _ = k.At(500) }) != 0 {
+		t.Error("At allocates")
+	}
 }

@@ -276,14 +276,12 @@ func TestParseFlags(t *testing.T) {
 }
 
 func TestPart(t *testing.T) {
-	keys := make([]string, 10)
-	for i := range keys {
-		keys[i] = string(rune('a' + i))
-	}
+	keys := keyList("%02d", 10)
 	seen := map[string]int{}
 	for w := range 3 {
-		for _, k := range part(keys, w, 3) {
-			seen[k]++
+		mine := part(keys, w, 3)
+		for i := range mine.Len() {
+			seen[mine.At(i)]++
 		}
 	}
 	if len(seen) != 10 {
