@@ -61,21 +61,20 @@ const contractPad = 128
 const contractKeepFree = 16
 
 // contractRecord stands for what a grant hands the function and the
-// function may keep: its lease and context. 112 bytes, with pointers, the
-// size of locks' holdContext.
+// function may keep: its lease and context. 112 bytes, with pointers: a
+// Lease's fields, the caller's context, a state word, as locks'
+// holdContext.
 type contractRecord struct {
 	lock, key string
 	fence     uint64
 	granted   time.Time
-	deadline  time.Duration // the maxHold's, on the floor's clock (since its origin)
+	deadline  time.Time // Lease.Deadline, a time.Time by the contract
 	parent    context.Context
 	// state is the function's context's settled state in
 	// floor-contract+wait+checks: nil while the hold runs and nothing
 	// settled it. The other floors leave it: it stands for a context's own
 	// state, so that the record has a lease's and a context's size.
 	state atomic.Pointer[checkedState]
-	entry *contractEntry
-	timer *time.Timer
 }
 
 // contractEntry is a key held or waited for.
@@ -86,6 +85,7 @@ type contractEntry struct {
 	waiters int            // receivers that are or will be blocked on line
 	line    chan uint64    // made at the first waiter; carries the fence of a handoff
 	rec     *contractRecord
+	timer   *time.Timer // the hold's maxHold (floor-contract+AfterFunc)
 	// In the shard's list of maxHold deadlines while linked
 	// (floor-contract+list).
 	dnext, dprev *contractEntry
@@ -180,18 +180,18 @@ func (f *contractFloor) hold(key string, maxHold time.Duration, fn func()) {
 		}
 	}
 
-	now := time.Since(f.origin)
-	rec.fence, rec.entry, rec.granted = fence, e, f.origin.Add(now)
+	rec.fence, rec.granted = fence, f.origin.Add(time.Since(f.origin))
 	if maxHold > 0 {
-		rec.deadline = now + maxHold
+		rec.deadline = rec.granted.Add(maxHold)
 		if f.mode == withAfterFunc {
-			rec.timer = time.AfterFunc(maxHold, expired)
+			e.timer = time.AfterFunc(maxHold, expired)
 		}
 	}
 	e.rec = rec // the entry keeps the record: it lives on the heap, as a lease does
 	fn()
-	if rec.timer != nil {
-		rec.timer.Stop()
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
 	}
 	e.rec = nil
 

@@ -169,7 +169,7 @@ func (f *checkedFloor) hold(ctx context.Context, key any, maxHold time.Duration,
 	}
 	rec.granted = f.origin.Add(granted)
 	if maxHold > 0 {
-		rec.deadline = granted + maxHold
+		rec.deadline = rec.granted.Add(maxHold)
 	}
 	e.rec = rec
 	defer f.letGo(sh, e, w, rec)

@@ -127,7 +127,7 @@ func (f *waitFloor) hold(key string, maxHold time.Duration, fn func()) {
 	}
 	rec.granted = f.origin.Add(granted)
 	if maxHold > 0 {
-		rec.deadline = granted + maxHold
+		rec.deadline = rec.granted.Add(maxHold)
 	}
 	e.rec = rec
 	fn()
