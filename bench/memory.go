@@ -22,7 +22,7 @@ func memoryScenario(peers []Peer) Scenario {
 			"HeapAlloc after runtime.GC, minus the same N goroutines parked without a lock (peer 'none'); goroutine stacks are not heap.",
 			"after: every hold returned and every goroutine ended, the peer's instance still alive.",
 			names(shared) + " cannot hold N keys at once (keys share their locks): not shown; keymutex's memory is fixed, NumCPU mutexes.",
-			"floor-contract's held key is its 128-byte record, its entry and a map slot; its maps never shrink (as the peers'), so its",
+			"floor-contract's held key is its 112-byte record, its entry and a map slot; its maps never shrink (as the peers'), so its",
 			"B/key after release is no floor: the contract has a key let go leave nothing behind.",
 		},
 		Peers:   filter(peers, func(p Peer) bool { return p.Class.KeysApart() }),
