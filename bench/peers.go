@@ -112,7 +112,7 @@ func Peers() []Peer {
 		{Name: "keymutex", Class: SharesKeys, About: "k8s.io/utils/keymutex.NewHashed(0): NumCPU mutexes", New: func() Locker { return adapt(hashedKeys{keymutex.NewHashed(0)}) }},
 		{Name: "floor-mutex", Class: Floor, About: "one sync.Mutex Lock/Unlock, keys ignored", New: func() Locker { return adapt(new(mutexFloor)) }},
 		{Name: "floor-cas", Class: Floor, About: "one atomic CompareAndSwap/Store pair, keys ignored", New: func() Locker { return adapt(new(casFloor)) }},
-		{Name: contractName, Class: Contract, FIFO: true, About: "only what the contract needs: hash, shard, entry, 128 B record, clock, fence; maxHold not armed", New: func() Locker { return newContractFloor(recordDeadline) }},
+		{Name: contractName, Class: Contract, FIFO: true, About: "only what the contract needs: hash, shard, entry, 112 B record, clock, fence; maxHold not armed", New: func() Locker { return newContractFloor(recordDeadline) }},
 		{Name: waitFloorName, Class: Contract, FIFO: true, About: "the same, a waiter standing as a bounded wait must (hot key scenarios only)", New: newWaitFloor},
 		{Name: checkedFloorName, Class: Contract, FIFO: true, About: "the same, with the rest of Hold's per-call work: checks, context, limits, deferred release (hot key scenarios only)", New: newCheckedFloor},
 		{Name: contractAfterFuncName, Class: Contract, FIFO: true, About: "the same, a time.AfterFunc armed and stopped per maxHold", New: func() Locker { return newContractFloor(withAfterFunc) }},
