@@ -37,7 +37,9 @@
 // throughput scenarios run every peer in one run, in alternating phases
 // of 2 ms in a random order per round (interleave.go), so that machine
 // noise hits them alike; each peer runs -benchtime per repetition, and
-// the median over -count repetitions is reported. The fairness scenario
+// the median over -count repetitions is reported; a ratio of two peers is
+// the median of each repetition's ratio, as a repetition's peers met the
+// same noise (PairedRatio). The fairness scenario
 // runs 5 trials of each peer, interleaved. The experiments at scale
 // (deadlines, memory) run once per GOMAXPROCS (memory only at the last),
 // as their figures are totals over a million deadlines or keys; the
@@ -46,7 +48,8 @@
 // that no experiment inherits another's million goroutines.
 //
 // Each scenario's table ends with the project's targets for locks
-// (targets.go), each checked against the run's medians. A target of cost
+// (targets.go), each checked against the run's medians and paired
+// ratios. A target of cost
 // names a floor of the contract, a peer doing only what any
 // implementation must for it; its verdict gives the floor's figure
 // beside locks', and says "out of reach in this run" where locks and the

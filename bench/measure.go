@@ -57,6 +57,30 @@ func Median(samples []Sample) Sample {
 	return out
 }
 
+// PairedRatio returns the median, over repetitions, of a's figure for
+// metric divided by b's in the same repetition (a[i] and b[i]). The peers
+// of a repetition run interleaved (interleave.go), so its two figures met
+// the same noise, where the two medians may come from different
+// repetitions: the ratio of a pair is steadier than the ratio of the
+// medians. A repetition is left out where either figure is missing or
+// failed (see failed) or b's is not positive; ok is false when none is
+// left.
+func PairedRatio(a, b []Sample, metric string) (ratio float64, ok bool) {
+	var rs []float64
+	for i := range min(len(a), len(b)) {
+		v, hasV := a[i][metric]
+		ref, hasRef := b[i][metric]
+		if !hasV || !hasRef || ref <= 0 || failed(a[i]) || failed(b[i]) {
+			continue
+		}
+		rs = append(rs, v/ref)
+	}
+	if len(rs) == 0 {
+		return 0, false
+	}
+	return median(rs), true
+}
+
 // median returns the median of vs (the mean of the middle two for an even
 // count); vs is sorted in place.
 func median(vs []float64) float64 {

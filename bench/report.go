@@ -69,6 +69,35 @@ func (r *Results) Add(scenario, peer string, cpu int, s Sample) {
 	r.samples[k] = append(r.samples[k], s)
 }
 
+// Reps returns the samples of a scenario at one GOMAXPROCS, by peer name,
+// each peer's in the order of the run's repetitions: the pairs that
+// PairedRatio takes ratios of.
+func (r *Results) Reps(scenario string, cpu int) map[string][]Sample {
+	out := map[string][]Sample{}
+	for k, ss := range r.samples {
+		if k.scenario == scenario && k.cpu == cpu {
+			out[k.peer] = ss
+		}
+	}
+	return out
+}
+
+// ratioOf returns peer's figure for metric over ref's, paired by
+// repetition (PairedRatio), or, where no repetition pairs them, the ratio
+// of the medians in rows; ok is false where peer has no figure or ref no
+// valid one (see valid).
+func ratioOf(rows map[string]Sample, reps map[string][]Sample, peer, ref, metric string) (float64, bool) {
+	v, hasV := rows[peer][metric]
+	fig, hasRef := valid(rows[ref], metric)
+	if !hasV || !hasRef {
+		return 0, false
+	}
+	if r, ok := PairedRatio(reps[peer], reps[ref], metric); ok {
+		return r, true
+	}
+	return v / fig, true
+}
+
 // Medians returns the median figures of a scenario at one GOMAXPROCS, by
 // peer name.
 func (r *Results) Medians(scenario string, cpu int) map[string]Sample {
@@ -93,7 +122,8 @@ func (r *Results) Header(w io.Writer) {
 	fmt.Fprintf(w, "GOMAXPROCS %v; median of %d; benchtime %s; %d keys walked; %d deadlines or keys held at scale%s; fairness %d grants\n",
 		m.CPUs, m.Count, m.BenchTime, m.Keys, m.Scale, scale, m.Grants)
 	fmt.Fprintln(w, "ratios: ×best = figure / best correct peer's figure in the same run and GOMAXPROCS (lower is better);")
-	fmt.Fprintln(w, "        ×floor = figure / floor-contract's, a keyed lock doing only the work no implementation of the contract can skip")
+	fmt.Fprintln(w, "        ×floor = figure / floor-contract's, a keyed lock doing only the work no implementation of the contract can skip;")
+	fmt.Fprintln(w, "        each the median over repetitions of one repetition's ratio (its peers ran side by side)")
 	fmt.Fprintln(w, "throughput scenarios: every peer in one run, in alternating 2 ms phases in a random order per round (interleave.go)")
 	fmt.Fprintln(w, "        their ns/op includes gc-ns/op, the peer's share of the collections, charged by the bytes it allocated")
 }
@@ -133,17 +163,16 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 	var verdicts []Verdict
 	var lines []string
 	for _, cpu := range r.Meta.CPUs {
-		rows := r.Medians(sc.Name, cpu)
+		rows, reps := r.Medians(sc.Name, cpu), r.Reps(sc.Name, cpu)
 		if len(rows) == 0 {
 			continue
 		}
-		best, figure, ok := Best(sc.Peers, rows, primary)
+		best, _, ok := Best(sc.Peers, rows, primary)
 		if sc.Versus != "" {
-			best = ""
-			figure, ok = valid(rows[sc.Versus], primary)
-			lines = append(lines, versusLines(sc, cpu, rows)...)
+			best = sc.Versus
+			_, ok = valid(rows[sc.Versus], primary)
+			lines = append(lines, versusLines(sc, cpu, rows, reps)...)
 		}
-		floorFig, hasFloor := valid(rows[contractName], primary)
 		for _, p := range sc.Peers {
 			s, has := rows[p.Name]
 			if !has {
@@ -157,25 +186,25 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 					fmt.Fprint(tw, "-\t")
 				}
 			}
-			fmt.Fprint(tw, ratio(s[primary], figure, ok))
+			fmt.Fprint(tw, ratio(rows, reps, p.Name, best, primary, ok))
 			if hasRef {
-				fmt.Fprint(tw, ratio(s[primary], floorFig, hasFloor))
+				fmt.Fprint(tw, ratio(rows, reps, p.Name, contractName, primary, true))
 			}
-			fmt.Fprintf(tw, " %s\n", marks(p, s, p.Name == best))
+			fmt.Fprintf(tw, " %s\n", marks(p, s, p.Name == best && sc.Versus == ""))
 		}
-		if mine, has := valid(rows["locks"], primary); has {
-			if ok && sc.Versus == "" {
-				lines = append(lines, fmt.Sprintf("cpu=%d: locks is %.2f× %s (the best correct peer)", cpu, mine/figure, best))
+		if _, has := valid(rows["locks"], primary); has {
+			if mine, has := ratioOf(rows, reps, "locks", best, primary); ok && has && sc.Versus == "" {
+				lines = append(lines, fmt.Sprintf("cpu=%d: locks is %.2f× %s (the best correct peer)", cpu, mine, best))
 			}
 			for _, f := range floors {
-				if fig, has := valid(rows[f], primary); has {
-					lines = append(lines, fmt.Sprintf("cpu=%d: locks is %.2f× %s", cpu, mine/fig, f))
+				if mine, has := ratioOf(rows, reps, "locks", f, primary); has {
+					lines = append(lines, fmt.Sprintf("cpu=%d: locks is %.2f× %s", cpu, mine, f))
 				}
 			}
 		}
 		for _, t := range Targets {
 			if t.Scenario == sc.Name {
-				verdicts = append(verdicts, Check(t, cpu, r.Meta.Scale, rows))
+				verdicts = append(verdicts, Check(t, cpu, r.Meta.Scale, rows, reps))
 			}
 		}
 	}
@@ -199,7 +228,7 @@ func (r *Results) Table(w io.Writer, sc Scenario) []Verdict {
 // times sc.Versus's figure its figure is in each column, at one
 // GOMAXPROCS: the columns where both have a figure, and sc.Versus's is
 // positive and valid.
-func versusLines(sc Scenario, cpu int, rows map[string]Sample) []string {
+func versusLines(sc Scenario, cpu int, rows map[string]Sample, reps map[string][]Sample) []string {
 	ref, has := rows[sc.Versus]
 	if !has || failed(ref) {
 		return nil
@@ -212,14 +241,14 @@ func versusLines(sc Scenario, cpu int, rows map[string]Sample) []string {
 		}
 		var parts []string
 		for _, c := range sc.Columns {
-			v, has := s[c.Key]
-			r := ref[c.Key]
+			_, has := s[c.Key]
+			r, hasRatio := ratioOf(rows, reps, p.Name, sc.Versus, c.Key)
 			switch {
-			case !has || r <= 0:
+			case !has || ref[c.Key] <= 0 || !hasRatio:
 			case len(parts) == 0:
-				parts = append(parts, fmt.Sprintf("%.3g× %s in %s", v/r, sc.Versus, c.Header))
+				parts = append(parts, fmt.Sprintf("%.3g× %s in %s", r, sc.Versus, c.Header))
 			default:
-				parts = append(parts, fmt.Sprintf("%.3g× in %s", v/r, c.Header))
+				parts = append(parts, fmt.Sprintf("%.3g× in %s", r, c.Header))
 			}
 		}
 		if len(parts) > 0 {
@@ -239,13 +268,17 @@ func valid(s Sample, metric string) (float64, bool) {
 	return v, true
 }
 
-// ratio returns the table cell of v / ref, or "-" where there is no
-// reference or no figure.
-func ratio(v, ref float64, ok bool) string {
-	if !ok || v == 0 {
+// ratio returns the table cell of peer's figure for metric over ref's
+// (ratioOf), or "-" where there is no reference (ok false) or no figure.
+func ratio(rows map[string]Sample, reps map[string][]Sample, peer, ref, metric string, ok bool) string {
+	if rows[peer][metric] == 0 {
 		return "-\t"
 	}
-	return fmt.Sprintf("%.2f\t", v/ref)
+	v, has := ratioOf(rows, reps, peer, ref, metric)
+	if !ok || !has {
+		return "-\t"
+	}
+	return fmt.Sprintf("%.2f\t", v)
 }
 
 // marks returns the notes of a row: its class, failures, and whether it is
@@ -378,14 +411,14 @@ func (r *Results) Markdown(scs []Scenario, verdicts map[string][]Verdict) string
 		}
 		primary := sc.Columns[0].Key
 		for _, cpu := range r.Meta.CPUs {
-			rows := r.Medians(sc.Name, cpu)
+			rows, reps := r.Medians(sc.Name, cpu), r.Reps(sc.Name, cpu)
 			if len(rows) == 0 {
 				continue
 			}
-			mark := ""
-			fig, ok := valid(rows[contractName], primary)
+			mark, ref := "", contractName
+			_, ok := valid(rows[contractName], primary)
 			if !ok {
-				_, fig, ok = Best(sc.Peers, rows, primary)
+				ref, _, ok = Best(sc.Peers, rows, primary)
 				mark, footnote = "¹", true
 			}
 			name := markdownNames[sc.Name]
@@ -394,14 +427,15 @@ func (r *Results) Markdown(scs []Scenario, verdicts map[string][]Verdict) string
 			}
 			fmt.Fprintf(&b, "| %s | %d |", name, cpu)
 			for _, p := range markdownPeers {
-				v, has := valid(rows[p.name], primary)
+				_, has := valid(rows[p.name], primary)
+				v, hasRatio := ratioOf(rows, reps, p.name, ref, primary)
 				switch {
-				case !has || !ok:
+				case !has || !ok || !hasRatio:
 					b.WriteString(" – |")
 				case p.name == "locks":
-					fmt.Fprintf(&b, " **%.2f**%s |", v/fig, mark)
+					fmt.Fprintf(&b, " **%.2f**%s |", v, mark)
 				default:
-					fmt.Fprintf(&b, " %.2f%s |", v/fig, mark)
+					fmt.Fprintf(&b, " %.2f%s |", v, mark)
 				}
 			}
 			met, all, unreached := 0, 0, 0

@@ -101,10 +101,13 @@ type Verdict struct {
 
 // Check checks t against rows, the median figures of one scenario at one
 // GOMAXPROCS by peer name, from a run whose experiments at scale had n
-// items.
-func Check(t Target, cpu, n int, rows map[string]Sample) Verdict {
+// items. A ratio to t.Ref is taken repetition by repetition from reps,
+// each peer's samples in the order of the run's repetitions (see
+// PairedRatio), where reps has both peers, and between rows' medians
+// otherwise.
+func Check(t Target, cpu, n int, rows map[string]Sample, reps map[string][]Sample) Verdict {
 	v := Verdict{Target: t, CPU: cpu}
-	value, why := figureOf(t, rows, "locks")
+	value, why := figureOf(t, rows, reps, "locks")
 	if why != "" {
 		v.Gap = "not measured (" + why + ")"
 		return v
@@ -124,7 +127,7 @@ func Check(t Target, cpu, n int, rows map[string]Sample) Verdict {
 	if t.Floor == "" {
 		return v
 	}
-	if f, why := figureOf(t, rows, t.Floor); why == "" {
+	if f, why := figureOf(t, rows, reps, t.Floor); why == "" {
 		v.FloorMeasured, v.FloorValue = true, f
 		v.OutOfReach = !v.Met && !within(t, f)
 		if v.OutOfReach {
@@ -143,9 +146,10 @@ func within(t Target, value float64) bool {
 }
 
 // figureOf returns peer's figure for t in rows, as a ratio to t.Ref's
-// where t has one, or, in words, why there is none: no figure, a failed
-// row (see failed), or, for a ratio, a figure that is not positive.
-func figureOf(t Target, rows map[string]Sample, peer string) (value float64, why string) {
+// where t has one (paired by repetition where reps has both), or, in
+// words, why there is none: no figure, a failed row (see failed), or, for
+// a ratio, a figure that is not positive.
+func figureOf(t Target, rows map[string]Sample, reps map[string][]Sample, peer string) (value float64, why string) {
 	value, ok := rows[peer][t.Metric]
 	if !ok || failed(rows[peer]) {
 		return 0, peer + " has no valid figure"
@@ -158,7 +162,11 @@ func figureOf(t Target, rows map[string]Sample, peer string) (value float64, why
 		if !ok || ref <= 0 || failed(rows[t.Ref]) {
 			return 0, "no valid figure for " + t.Ref
 		}
-		value /= ref
+		if r, ok := PairedRatio(reps[peer], reps[t.Ref], t.Metric); ok {
+			value = r
+		} else {
+			value /= ref
+		}
 	}
 	if strings.HasPrefix(t.Metric, "allocs") || strings.HasSuffix(t.Metric, "allocs") {
 		// Allocation counts are whole per hold; the fraction is the

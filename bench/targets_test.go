@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -69,7 +70,7 @@ func TestCheck(t *testing.T) {
 		{Target{"s", "ns/op", "chanmap", 1, "", 0, ""}, false, false, 0, "no valid figure for chanmap"},
 		{Target{"s", "worst/mean", "", 2, "", 0, ""}, false, false, 0, "not measured"},
 	} {
-		v := Check(tc.t, 2, fullScale, rows)
+		v := Check(tc.t, 2, fullScale, rows, nil)
 		if v.Measured != tc.measured || v.Met != tc.met || (tc.measured && v.Value != tc.value) || !strings.Contains(v.Gap, tc.gap) {
 			t.Errorf("Check(%+v) = measured %v met %v value %v %q; want %v %v %v, gap containing %q",
 				tc.t, v.Measured, v.Met, v.Value, v.Gap, tc.measured, tc.met, tc.value, tc.gap)
@@ -79,14 +80,14 @@ func TestCheck(t *testing.T) {
 
 func TestCheckRefusesNonPositiveRatio(t *testing.T) {
 	rows := map[string]Sample{"locks": {"ns/op": -3}, "chanmap": {"ns/op": 10}}
-	if v := Check(Target{"s", "ns/op", "chanmap", 1, "", 0, ""}, 1, fullScale, rows); v.Measured || v.Met {
+	if v := Check(Target{"s", "ns/op", "chanmap", 1, "", 0, ""}, 1, fullScale, rows, nil); v.Measured || v.Met {
 		t.Errorf("a negative difference met its ratio target: %+v", v)
 	}
 }
 
 func TestCheckRefusesFailedLocks(t *testing.T) {
 	rows := map[string]Sample{"locks": {"ns/op": 1, "lost-updates": 2}, "chanmap": {"ns/op": 10}}
-	if v := Check(Target{"s", "ns/op", "chanmap", 1, "", 0, ""}, 1, fullScale, rows); v.Measured || v.Met {
+	if v := Check(Target{"s", "ns/op", "chanmap", 1, "", 0, ""}, 1, fullScale, rows, nil); v.Measured || v.Met {
 		t.Errorf("a failed locks row met its target: %+v", v)
 	}
 }
@@ -371,15 +372,15 @@ func TestRunThatMatchesNothingIsRefused(t *testing.T) {
 func TestCheckLeavesATargetOfAnotherSizeUnchecked(t *testing.T) {
 	rows := map[string]Sample{"locks": {"late-max-ms": 9.8}, "time.AfterFunc": {"late-max-ms": 4.6}}
 	tg := Target{"s", "late-max-ms", "time.AfterFunc", 0.25, "", fullScale, ""}
-	v := Check(tg, 2, 100_000, rows)
+	v := Check(tg, 2, 100_000, rows, nil)
 	if !v.Unchecked || v.Measured || v.Met || !strings.Contains(v.Gap, "not checked: stated for -size 1000000, this run has 100000") {
 		t.Errorf("Check at N = 100,000 of a target for 1,000,000 = %+v, want unchecked", v)
 	}
-	if v := Check(tg, 2, fullScale, rows); v.Unchecked || !v.Measured || v.Met {
+	if v := Check(tg, 2, fullScale, rows, nil); v.Unchecked || !v.Measured || v.Met {
 		t.Errorf("Check at the target's own N = %+v, want measured and missed", v)
 	}
 	var b strings.Builder
-	summarize(&b, []Scenario{{Name: "s"}}, map[string][]Verdict{"s": {Check(tg, 2, 100_000, rows), Check(tg, 2, fullScale, rows)}})
+	summarize(&b, []Scenario{{Name: "s"}}, map[string][]Verdict{"s": {Check(tg, 2, 100_000, rows, nil), Check(tg, 2, fullScale, rows, nil)}})
 	if want := "s                0 met, 1 missed, 1 not checked at this -size\n"; !strings.HasSuffix(b.String(), want) {
 		t.Errorf("summary:\n%s\nwant it to end %q", b.String(), want)
 	}
@@ -454,7 +455,7 @@ func TestCheckSaysWhereTheFloorStands(t *testing.T) {
 		{160, 1.6, true, "MISSED: 1.80× > 1.50×, locks needs 1.20× less ns/op; out of reach in this run: the floor, floor-contract+wait+checks, reads 1.60× itself"},
 	} {
 		rows := map[string]Sample{"locks": {"ns/op": 180}, "chanmap": {"ns/op": 100}, checkedFloorName: {"ns/op": tc.floor}}
-		v := Check(tg, 1, fullScale, rows)
+		v := Check(tg, 1, fullScale, rows, nil)
 		if !v.Measured || v.Met || v.FloorValue != tc.floorValue || v.OutOfReach != tc.outOfReach || v.Gap != tc.gap {
 			t.Errorf("floor at %v ns/op: Check = %+v, want missed, floor %v, out of reach %v, gap %q", tc.floor, v, tc.floorValue, tc.outOfReach, tc.gap)
 		}
@@ -471,25 +472,25 @@ func TestCheckSaysWhereTheFloorStands(t *testing.T) {
 
 	// Met with the floor beside it; no floor figure, no word of it.
 	rows := map[string]Sample{"locks": {"ns/op": 120}, "chanmap": {"ns/op": 100}, checkedFloorName: {"ns/op": 110}}
-	if v := Check(tg, 1, fullScale, rows); !v.Met || v.OutOfReach || v.Gap != "met: 1.20× ≤ 1.50× (the floor, floor-contract+wait+checks: 1.10×)" {
+	if v := Check(tg, 1, fullScale, rows, nil); !v.Met || v.OutOfReach || v.Gap != "met: 1.20× ≤ 1.50× (the floor, floor-contract+wait+checks: 1.10×)" {
 		t.Errorf("Check = %+v, want met with the floor at 1.10×", v)
 	}
 	delete(rows, checkedFloorName)
-	if v := Check(tg, 1, fullScale, rows); !v.Met || v.FloorMeasured || strings.Contains(v.Gap, "floor") {
+	if v := Check(tg, 1, fullScale, rows, nil); !v.Met || v.FloorMeasured || strings.Contains(v.Gap, "floor") {
 		t.Errorf("Check without the floor's figure = %+v, want met and no floor", v)
 	}
 	rows[checkedFloorName] = Sample{"ns/op": 200, "lost-updates": 1} // a broken floor says nothing
-	if v := Check(tg, 1, fullScale, rows); v.FloorMeasured || v.OutOfReach {
+	if v := Check(tg, 1, fullScale, rows, nil); v.FloorMeasured || v.OutOfReach {
 		t.Errorf("Check with a failed floor = %+v, want no floor", v)
 	}
 	// Met by locks, missed by the floor (just over the bound: printed so):
 	// not out of reach, since it was reached.
 	rows[checkedFloorName] = Sample{"ns/op": 150.02}
-	if v := Check(tg, 1, fullScale, rows); !v.Met || v.OutOfReach || v.Gap != "met: 1.20× ≤ 1.50× (the floor, floor-contract+wait+checks: 1.5002×)" {
+	if v := Check(tg, 1, fullScale, rows, nil); !v.Met || v.OutOfReach || v.Gap != "met: 1.20× ≤ 1.50× (the floor, floor-contract+wait+checks: 1.5002×)" {
 		t.Errorf("Check met with the floor just over the bound = %+v", v)
 	}
 	rows["locks"]["ns/op"] = 180
-	if v := Check(tg, 1, fullScale, rows); v.Met || !v.OutOfReach || !strings.HasSuffix(v.Gap, "reads 1.5002× itself") {
+	if v := Check(tg, 1, fullScale, rows, nil); v.Met || !v.OutOfReach || !strings.HasSuffix(v.Gap, "reads 1.5002× itself") {
 		t.Errorf("Check missed with the floor just over the bound = %+v", v)
 	}
 
@@ -497,23 +498,79 @@ func TestCheckSaysWhereTheFloorStands(t *testing.T) {
 	// figures without a Ref printed to six digits.
 	allocs := Target{"s", "allocs/op", "", 1, "", 0, contractName}
 	rows = map[string]Sample{"locks": {"allocs/op": 2}, contractName: {"allocs/op": 1.003}}
-	if v := Check(allocs, 1, fullScale, rows); v.OutOfReach || v.FloorValue != 1 {
+	if v := Check(allocs, 1, fullScale, rows, nil); v.OutOfReach || v.FloorValue != 1 {
 		t.Errorf("Check of allocations with the floor at 1.003 = %+v, want the floor at 1, within", v)
 	}
 	bytes := Target{"s", "B/pending", "", 48, "", 0, contractName}
 	rows = map[string]Sample{"locks": {"B/pending": 49}, contractName: {"B/pending": 48.0005}}
-	if v := Check(bytes, 1, fullScale, rows); !v.OutOfReach || !strings.HasSuffix(v.Gap, "reads 48.0005 B/pending itself") {
+	if v := Check(bytes, 1, fullScale, rows, nil); !v.OutOfReach || !strings.HasSuffix(v.Gap, "reads 48.0005 B/pending itself") {
 		t.Errorf("Check of bytes with the floor at 48.0005 = %+v", v)
 	}
 
 	// A count: the floor's 0 is a figure, and meets a bound of 0.
 	count := Target{"s", "out-of-order-10us", "", 0, "", 0, contractName}
 	rows = map[string]Sample{"locks": {"out-of-order-10us": 66}, contractName: {"out-of-order-10us": 0}}
-	if v := Check(count, 2, fullScale, rows); v.Met || v.OutOfReach || !v.FloorMeasured || v.Gap != "MISSED by 66 out-of-order-10us (the floor, floor-contract: 0 out-of-order-10us)" {
+	if v := Check(count, 2, fullScale, rows, nil); v.Met || v.OutOfReach || !v.FloorMeasured || v.Gap != "MISSED by 66 out-of-order-10us (the floor, floor-contract: 0 out-of-order-10us)" {
 		t.Errorf("Check of a count with the floor at 0 = %+v", v)
 	}
 	rows[contractName]["out-of-order-10us"] = 2893
-	if v := Check(count, 2, fullScale, rows); v.Met || !v.OutOfReach || v.FloorValue != 2893 {
+	if v := Check(count, 2, fullScale, rows, nil); v.Met || !v.OutOfReach || v.FloorValue != 2893 {
 		t.Errorf("Check of a count with the floor at 2893 = %+v, want out of reach", v)
+	}
+}
+
+// TestPairedRatio checks the median of each repetition's ratio: it differs
+// from the ratio of the medians where the two medians come from different
+// repetitions, and it leaves out a repetition that failed, lacks the
+// metric, or has no positive reference.
+func TestPairedRatio(t *testing.T) {
+	a := []Sample{{"ns/op": 100}, {"ns/op": 310}, {"ns/op": 200}}
+	b := []Sample{{"ns/op": 100}, {"ns/op": 300}, {"ns/op": 180}}
+	if r, ok := PairedRatio(a, b, "ns/op"); !ok || math.Abs(r-310.0/300) > 1e-12 {
+		t.Errorf("PairedRatio = %v, %v; want %v (the medians' ratio is %v)", r, ok, 310.0/300, 200.0/180)
+	}
+	a = append(a, Sample{"ns/op": 900, "timeouts": 1}, Sample{"ns/op": 900}, Sample{})
+	b = append(b, Sample{"ns/op": 100}, Sample{"ns/op": 0}, Sample{"ns/op": 100})
+	if r, ok := PairedRatio(a, b, "ns/op"); !ok || math.Abs(r-310.0/300) > 1e-12 {
+		t.Errorf("PairedRatio with repetitions to leave out = %v, %v; want %v", r, ok, 310.0/300)
+	}
+	if _, ok := PairedRatio(a[3:], b[3:], "ns/op"); ok {
+		t.Error("PairedRatio of repetitions that all leave out reported a ratio")
+	}
+	if r, ok := PairedRatio(a[:3], b[:2], "ns/op"); !ok || math.Abs(r-(1+310.0/300)/2) > 1e-12 {
+		t.Errorf("PairedRatio over the repetitions both have = %v, %v; want %v", r, ok, (1+310.0/300)/2)
+	}
+}
+
+// TestRatiosArePaired checks that the table, its lines, the markdown
+// table and the verdicts all take a ratio repetition by repetition: with
+// these figures the medians' ratio, 1.11, would miss the 1.10 target the
+// paired ratio, 1.03, meets.
+func TestRatiosArePaired(t *testing.T) {
+	res := NewResults(Meta{CPUs: []int{1}})
+	sc := Scenario{Name: "uncontended", Title: "t", Columns: nsCols, Peers: testPeers, Load: func(*Env, Locker) Load { return Load{} }}
+	for _, ns := range [][2]float64{{100, 100}, {310, 300}, {200, 180}} {
+		res.Add(sc.Name, "locks", 1, Sample{"ns/op": ns[0], "allocs/op": 1, "B/op": 112})
+		res.Add(sc.Name, contractName, 1, Sample{"ns/op": ns[1], "allocs/op": 1, "B/op": 112})
+	}
+	var out bytes.Buffer
+	verdicts := res.Table(&out, sc)
+	text := out.String()
+	if !strings.Contains(text, "cpu=1: locks is 1.03× floor-contract") {
+		t.Errorf("table lacks the paired ratio 1.03:\n%s", text)
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "1" && f[1] == "locks" && f[len(f)-1] != "1.03" {
+			t.Errorf("locks' row should end with its paired ×floor, 1.03: %s", line)
+		}
+	}
+	for _, v := range verdicts {
+		if strings.Contains(v.Text, "floor-contract ns/op") && (!v.Met || math.Abs(v.Value-310.0/300) > 1e-12) {
+			t.Errorf("verdict %s: met %v, value %v; want met at %v", v.Text, v.Met, v.Value, 310.0/300)
+		}
+	}
+	md := res.Markdown([]Scenario{sc}, map[string][]Verdict{sc.Name: verdicts})
+	if !strings.Contains(md, "| uncontended, distinct keys | 1 | **1.03** |") {
+		t.Errorf("markdown lacks the paired ratio 1.03:\n%s", md)
 	}
 }
