@@ -244,16 +244,17 @@ func inSteps(n, few int, between func(), arm func(lo, hi int)) {
 
 func (s *locksSet) ops(env *Env, d time.Duration) (with, without func(w, i int)) {
 	procs := runtime.GOMAXPROCS(0)
-	parts := make([]KeyList, procs)
+	parts, lens := make([]KeyList, procs), make([]int, procs)
 	for w := range parts {
 		parts[w] = part(env.spareKeys(), w, procs)
+		lens[w] = parts[w].Len()
 	}
 	fn := func(context.Context, *locks.Lease) error { return nil }
 	with = func(w, i int) {
-		mustHold(s.lock.Hold(context.Background(), parts[w].At(i%parts[w].Len()), fn, locks.MaxHold(d)))
+		mustHold(s.lock.Hold(context.Background(), parts[w].At(i%lens[w]), fn, locks.MaxHold(d)))
 	}
 	without = func(w, i int) {
-		mustHold(s.lock.Hold(context.Background(), parts[w].At(i%parts[w].Len()), fn))
+		mustHold(s.lock.Hold(context.Background(), parts[w].At(i%lens[w]), fn))
 	}
 	return with, without
 }

@@ -140,7 +140,7 @@ func NewEnv(nkeys, scale, grants int) *Env {
 // collection on the 2-core machine of the README, time the interleaved
 // runs charge to the peers by the bytes they allocate, which then reads
 // as a cost of a hold (bench/MEASUREMENTS.md, "The floor's own costs").
-// A KeyList is one pointer.
+// A KeyList holds one pointer, however many keys it has.
 type KeyList struct {
 	all   string
 	width int

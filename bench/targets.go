@@ -158,15 +158,11 @@ func figureOf(t Target, rows map[string]Sample, reps map[string][]Sample, peer s
 		if value <= 0 {
 			return 0, "the figure of " + peer + " is not positive: within the noise"
 		}
-		ref, ok := rows[t.Ref][t.Metric]
-		if !ok || ref <= 0 || failed(rows[t.Ref]) {
+		r, ok := ratioOf(rows, reps, peer, t.Ref, t.Metric)
+		if !ok {
 			return 0, "no valid figure for " + t.Ref
 		}
-		if r, ok := PairedRatio(reps[peer], reps[t.Ref], t.Metric); ok {
-			value = r
-		} else {
-			value /= ref
-		}
+		value = r
 	}
 	if strings.HasPrefix(t.Metric, "allocs") || strings.HasSuffix(t.Metric, "allocs") {
 		// Allocation counts are whole per hold; the fraction is the
