@@ -202,14 +202,15 @@ func TestContextHasOnlyContextMethods(t *testing.T) {
 	assert.False(t, canLose || canEnd || canBind)
 }
 
-// TestSizes: the hold's one allocation, and a pending maxHold's record,
-// stay in their size classes (amd64 and other 64-bit platforms).
+// TestSizes: the hold's one allocation stays in its size class, and a
+// pending maxHold's slot and a wait's ticket stay their size (amd64 and other 64-bit platforms).
 func TestSizes(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("sizes are for 64-bit platforms")
 	}
 	assert.Equal(t, uintptr(112), unsafe.Sizeof(holdContext{}), "fn's context and lease")
-	assert.Equal(t, uintptr(48), unsafe.Sizeof(ticket{}), "a pending deadline")
+	assert.Equal(t, uintptr(24), unsafe.Sizeof(dueHold{}), "a pending maxHold")
+	assert.Equal(t, uintptr(48), unsafe.Sizeof(ticket{}), "a waiter's pending wait")
 	assert.Zero(t, unsafe.Sizeof(shardLocal{})%128, "shardLocal is padded")
 }
 

@@ -1,21 +1,23 @@
 package locks
 
-import "time"
+import (
+	"maps"
+	"slices"
+	"time"
+)
 
 // revokeLocked takes e from its holder for the reason r and gives it to
 // the next in line at once, returning the new holder's wake-up (nil if
 // nobody waited) and the revoked context, whose real context the caller
 // cancels (cancelLost) once the shard's lock is let go. The revoked hold
-// learns it at its release, and its Hold fails Lost.
+// learns it at its release, and its Hold fails Lost. The caller has taken
+// the holder's maxHold, if it has one, out of its list's count.
 func (s *store) revokeLocked(sd *shardLocal, e *keyEntry, r loss) (chan<- state, *holdContext) {
 	c := e.Holder
 	c.loseLocked(r)
 	sd.sh.Counts.Revoked++
 	sd.revoked[r]++
-	if t := e.Ticket; t != nil {
-		disarmLocked(t)
-		e.Ticket = nil
-	}
+	e.Ticket = nil
 	return s.passLocked(sd, e), c
 }
 
@@ -38,15 +40,19 @@ func (s *store) closeShard(sd *shardLocal) {
 			c.loseLocked(lostClosed)
 			sh.Counts.Revoked++
 			sd.revoked[lostClosed]++
-			if t := e.Ticket; t != nil {
-				disarmLocked(t)
-			}
 			lose = append(lose, c)
 			e.Holder, e.Ticket = nil, nil
 		}
 		sh.DeleteLocked(e)
 		return true
 	})
+	// Every maxHold's holder is gone: empty their lists.
+	for _, l := range slices.Concat(sd.lists, slices.Collect(maps.Values(sd.more))) {
+		if l.p == forMaxHold && l.n > 0 {
+			l.n = 0
+			l.emptyLocked()
+		}
+	}
 	sh.Fences.Retire()
 	sh.Unlock()
 	for _, w := range wake {

@@ -29,23 +29,22 @@ const (
 	dismissed              // a session's waiter whose session closed
 )
 
-// ticket is one pending deadline of a hold: a waiter's wait, or a
-// holder's maxHold, standing in its shard's deadline list for that purpose
-// and duration. A holder with a maxHold that did not wait takes a bare one
-// (48 bytes on amd64); a waiter, and every hold of a session, has one
-// inside its waiter record. Tickets are internal (no user code ever sees
-// one), so unlike the hold's context they are reused: a bare one, once out
-// of every list, becomes the spare of the entry it was armed for; a
-// waiter's goes back to its shard with its record, and what may still
-// point at a record then (a cycle check's edges, a ttl group's members
-// being acted on) keeps the hold's context beside it to tell a reused one.
-// Guarded by the shard's mutex.
+// ticket is a waiter's place in its key's line and, while it waits, its
+// wait's deadline, standing in its shard's deadline list for waits of
+// that duration (a maxHold is a slot of a list's queue instead, dueHold).
+// It is part of the waiter record every hold that waited, and every hold
+// of a session, has. Tickets are internal (no user code ever sees one),
+// so unlike the hold's context they are reused: a waiter's goes back to
+// its shard with its record, and what may still point at a record then (a
+// cycle check's edges, a ttl group's members being acted on) keeps the
+// hold's context beside it to tell a reused one. Guarded by the shard's
+// mutex.
 type ticket struct {
 	next, prev *ticket       // in list
 	list       *deadlineList // nil when no deadline is pending
 	at         time.Duration // when the pending deadline is due, on the timer clock
 	entry      *keyEntry     // the key the hold waits for or holds
-	w          *waiter       // the waiter whose ticket this is; nil for a bare one
+	w          *waiter       // the waiter whose ticket this is
 }
 
 // waiter is the record of a hold that stood in a key's line: its place in
@@ -59,6 +58,7 @@ type waiter struct {
 	ready   chan state             // one send of the settled state
 	state   state
 	maxHold time.Duration // armed at its grant
+	due     *deadlineList // once granted with a maxHold: its list, which counts it until it lets go
 
 	// What a waiter whose wait passed learns of the holder, for its error.
 	heldFor     time.Duration
@@ -83,28 +83,6 @@ type waiter struct {
 // is a byte).
 const keepWaiters = 32
 
-// takeTicketLocked returns a bare ticket for the holder of e: the entry's
-// spare if it has one. A spare kept with the entry, whose line the hold
-// writes anyway, rather than in a stack of the shard's, costs the entry 8
-// bytes, within its 64-byte size class, and a maxHold on a free key 4-7 %
-// less in a walk over a million keys (go run ./bench -run maxhold at
-// GOMAXPROCS 1, ten alternated runs: 1.13-1.16 × floor-contract with the
-// shard's stack, 1.07-1.11 with the spare).
-//
-// A spare's entry is the entry that keeps it, so taking one writes only
-// the entry's Spare: while the garbage collector marks, every pointer
-// written costs a write barrier, and a maxHold's ticket is written many
-// times a hold (see armLocked).
-func takeTicketLocked(e *keyEntry) *ticket {
-	t := e.Spare
-	if t != nil {
-		e.Spare = nil
-	} else {
-		t = &ticket{entry: e}
-	}
-	return t
-}
-
 // takeWaiterLocked returns a waiter of sd's for c's hold of e.
 func (sd *shardLocal) takeWaiterLocked(c *holdContext, e *keyEntry) *waiter {
 	var w *waiter
@@ -120,19 +98,13 @@ func (sd *shardLocal) takeWaiterLocked(c *holdContext, e *keyEntry) *waiter {
 	return w
 }
 
-// putLocked gives h's ticket or waiter back to sd, once it is out of every
-// line and list and its wake-up, if one was sent, was received. Inlined:
-// a hold that neither waited nor had a maxHold gives nothing back, and
-// one that waited gives one word, not the hold's five, to a call.
+// putLocked gives h's waiter back to sd, if it has one, once it is out of
+// every line and list and its wake-up, if one was sent, was received.
+// Inlined: a hold that did not wait gives nothing back, and one that
+// waited gives one word, not the hold's five, to a call.
 func (sd *shardLocal) putLocked(h hold) {
-	switch {
-	case h.w != nil:
+	if h.w != nil {
 		sd.putWaiterLocked(h.w)
-	case h.t != nil:
-		// h.t.entry is h.e, which keeps it as its spare (takeTicketLocked),
-		// whether h.e is still this key's or by now another's. A spare
-		// found there already is free too, and dropped: it is garbage.
-		h.e.Spare = h.t
 	}
 }
 
@@ -141,7 +113,7 @@ func (sd *shardLocal) putWaiterLocked(w *waiter) {
 	if w.sess != nil {
 		w.sess.leaveLocked(w)
 	}
-	w.c, w.entry, w.maxHold, w.sess = nil, nil, 0, nil
+	w.c, w.entry, w.maxHold, w.due, w.sess = nil, nil, 0, nil, nil
 	// Kept in the shard's stack (keyShard.Kept), by its ticket, linked
 	// through the ticket's next, which is free while the ticket is out of
 	// every deadline list.
@@ -153,13 +125,13 @@ func (sd *shardLocal) putWaiterLocked(w *waiter) {
 
 // hold is what a call of Hold keeps on its goroutine from the grant to the
 // release: the key's entry and shard, the function's context, and its
-// ticket if it has one.
+// maxHold's list or its waiter record if it has one.
 type hold struct {
-	c  *holdContext
-	sd *shardLocal
-	e  *keyEntry
-	t  *ticket // its deadline's ticket: &w.ticket, a bare one for a maxHold, or nil
-	w  *waiter // nil unless the hold waited
+	c   *holdContext
+	sd  *shardLocal
+	e   *keyEntry
+	due *deadlineList // its maxHold's list, granted without a wait; for a waiter, w.due
+	w   *waiter       // nil unless the hold waited, or is a session's
 }
 
 // hold is Hold: check, grant or wait, run.
@@ -341,9 +313,9 @@ func (l *Lock) enter(h *hold, c *holdContext, set *settings, sess *Session) (joi
 			return false, s.grantSessionLocked(h, sd, e, c, sess, set, at)
 		}
 		sh.Running++
-		t := s.grantLocked(sd, e, c, nil, set.maxHold, at)
+		due := s.grantLocked(sd, e, c, set.maxHold, at)
 		sh.Unlock()
-		h.c, h.sd, h.e, h.t = c, sd, e, t
+		h.c, h.sd, h.e, h.due = c, sd, e, due
 		return false, nil
 	}
 	switch {
@@ -360,7 +332,7 @@ func (l *Lock) enter(h *hold, c *holdContext, set *settings, sess *Session) (joi
 		return false, s.unjoinLocked(sd, e, w)
 	}
 	sh.Unlock()
-	h.c, h.sd, h.e, h.t, h.w = c, sd, e, &w.ticket, w
+	h.c, h.sd, h.e, h.w = c, sd, e, w
 	return true, nil
 }
 
@@ -387,10 +359,10 @@ func (s *store) grantSessionLocked(h *hold, sd *shardLocal, e *keyEntry, c *hold
 		sh.Unlock()
 		return newError(Closed, c.lease.Lock, c.lease.Key, "the session is closed")
 	}
-	t := s.grantLocked(sd, e, c, &w.ticket, set.maxHold, at)
-	e.Ticket = t
+	w.due = s.grantLocked(sd, e, c, set.maxHold, at)
+	e.Ticket = &w.ticket
 	sh.Unlock()
-	h.c, h.sd, h.e, h.t, h.w = c, sd, e, t, w
+	h.c, h.sd, h.e, h.w = c, sd, e, w
 	return nil
 }
 
@@ -433,9 +405,9 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option)
 	at := s.since()
 	e := sh.InsertLocked(hash)
 	sh.Running++
-	t := s.grantLocked(sd, e, c, nil, set.maxHold, at)
+	due := s.grantLocked(sd, e, c, set.maxHold, at)
 	sh.Unlock()
-	err = s.run(hold{c: c, sd: sd, e: e, t: t}, fn)
+	err = s.run(hold{c: c, sd: sd, e: e, due: due}, fn)
 	runtime.KeepAlive(l)
 	return true, err
 }
@@ -596,13 +568,12 @@ func (s *store) heldForLocked(e *keyEntry, now time.Duration) time.Duration {
 	return max(now-e.Holder.lease.Granted.Sub(s.origin), 0)
 }
 
-// grantLocked makes c, with its ticket t (its waiter's; nil for a hold
-// that did not wait), the holder of e at instant at on the timer clock: it
-// gives c its fence and grant time and arms its maxHold, taking a bare
-// ticket for it if it has none. It returns the hold's ticket. passLocked
-// writes out its steps for a waiter with no maxHold: a step added here
-// goes there too.
-func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *ticket, maxHold, at time.Duration) *ticket {
+// grantLocked makes c the holder of e at instant at on the timer clock:
+// it gives c its fence and grant time and arms its maxHold, if it has one,
+// returning the maxHold's list (nil without one). passLocked writes out
+// its steps for a waiter with no maxHold: a step added here goes there
+// too.
+func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, maxHold, at time.Duration) *deadlineList {
 	sh := sd.sh
 	e.Holder = c
 	sh.Counts.Grants++
@@ -610,13 +581,9 @@ func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, t *tick
 	c.lease.Granted = s.instant(at)
 	if maxHold > 0 {
 		c.lease.Deadline = c.lease.Granted.Add(maxHold)
-		if t == nil {
-			t = takeTicketLocked(e)
-		}
-		s.armLocked(sd, t, forMaxHold, maxHold, after(at, maxHold))
-		e.Ticket = t
+		return s.armMaxHoldLocked(sd, e, c.lease.Fence, maxHold, after(at, maxHold))
 	}
-	return t
+	return nil
 }
 
 // passLocked gives e to the head of its line and returns the new holder's
@@ -662,7 +629,7 @@ func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 	w.state = holding
 	e.Ticket = &w.ticket
 	if w.maxHold > 0 {
-		s.grantLocked(sd, e, w.c, &w.ticket, w.maxHold, at)
+		w.due = s.grantLocked(sd, e, w.c, w.maxHold, at)
 		return w.ready
 	}
 	// grantLocked for a waiter with no maxHold, written out: a call fewer
@@ -715,8 +682,12 @@ func (s *store) letGo(h hold, held bool) loss {
 		sh.Running--
 	}
 	if h.e.Holder == h.c {
-		if h.t != nil {
-			disarmLocked(h.t) // its maxHold
+		due := h.due
+		if h.w != nil {
+			due = h.w.due
+		}
+		if due != nil { // its maxHold
+			due.leaveLocked(h.e, h.c.lease.Fence)
 		}
 		wake = s.passLocked(h.sd, h.e)
 	} else {

@@ -323,6 +323,10 @@ func (s *store) lapse(ms []member, f *firing) {
 				m.w.state = expired
 				f.wake = append(f.wake, wakeup{m.w.ready, expired})
 			case e.Holder == m.c:
+				if m.w.due != nil {
+					m.w.due.leaveLocked(e, m.c.lease.Fence)
+					m.w.due = nil
+				}
 				ready, c := s.revokeLocked(sd, e, lostTTL)
 				if ready != nil {
 					f.wake = append(f.wake, wakeup{ready, holding})

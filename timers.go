@@ -51,18 +51,42 @@ const maxInstant = time.Duration(math.MaxInt64)
 // under the wheel's mutex: once per list, as when it was armed; otherwise
 // a program would keep a list and a timer for every tick of its longest
 // duration.
+//
+// A maxHold's deadline is not a ticket but a slot of its list's queue,
+// dueHold: the key's entry, the holder's fence and the instant, appended
+// at the grant. A release does not look for its slot: it counts the list's
+// live deadlines down, takes its slot off the queue if it is the last or
+// the first (where most are), and leaves the rest. A slot whose entry no
+// longer has a holder of its fence is stale (fences are unique within a
+// shard, and entries never leave theirs), found so and skipped when it
+// comes due, or when the queue is full and at least half stale. A list
+// whose live count reaches zero empties its queue at once, without a
+// look. So arming a maxHold writes a slot and disarming it counts down,
+// with no record of its own (a free key's hold took a bare ticket, 48
+// bytes, and linked it), and a hold that lets go before its maxHold costs
+// a read at the slot's instant only if its list was never empty in
+// between. A pending maxHold costs 24 bytes, not 48, and arming and
+// cancelling one with a million pending, 51 ns, not 73; a hold with a
+// maxHold on a walk over a million keys, 36 instructions fewer than with
+// a ticket linked and unlinked, and 1-3 % less time (bench/MEASUREMENTS.md,
+// "maxHold").
 
 // deadlineList is a shard's line of pending deadlines of one purpose and
 // duration, first due first, or (byTick) of one purpose due within one
-// tick. Its fields but timer are guarded by its shard's mutex, or, for a
-// session's ttl group (forTTL, no shard), by the session's.
+// tick: waits as linked tickets, maxHolds as a queue of slots (due). Its
+// fields but timer are guarded by its shard's mutex, or, for a session's
+// ttl group (forTTL, no shard), by the session's.
 type deadlineList struct {
 	sd         *shardLocal
 	p          purpose
 	byTick     bool          // a list of the deadlines due within one tick, of any duration
 	d          time.Duration // the duration; for a list byTick, the end of its tick
-	head, tail *ticket       // in arrival order
-	n          int
+	head, tail *ticket       // forWait: in arrival order
+	n          int           // deadlines pending: tickets linked, or due's live slots
+	// forMaxHold: due[first:] in arrival order, the n live among stale
+	// ones; empty whenever n is 0.
+	due   []dueHold
+	first int
 	// armed: the wheel holds a timer for this list, or the timer goroutine
 	// has taken it from the wheel and will look at the list (and re-arm it)
 	// under the shard's mutex. Cleared under the shard's mutex: when the
@@ -74,6 +98,28 @@ type deadlineList struct {
 	grp   *ttlGroup                       // for forTTL: the session's group whose timer this is
 	tm    *timers                         // for a list byTick: the wheel's, to take its timer out when it empties
 }
+
+// dueHold is a holder's maxHold in its list's queue: due at instant at,
+// on the timer clock, if e's holder is still the one of fence.
+type dueHold struct {
+	e     *keyEntry
+	fence uint64
+	at    time.Duration
+}
+
+// liveLocked reports whether d's hold still holds its key.
+func (d *dueHold) liveLocked() bool {
+	c := d.e.Holder
+	return c != nil && c.lease.Fence == d.fence
+}
+
+// minQueue is the fewest slots a maxHold list's queue is made with; a
+// queue past keepQueue slots is let go when its list empties, so that a
+// burst of maxHolds leaves nothing behind once released.
+const (
+	minQueue  = 8
+	keepQueue = 64
+)
 
 // maxLists is how many deadline lists a shard looks through before it
 // keeps the rest in a map: programs use a handful of durations.
@@ -184,8 +230,8 @@ func (sd *shardLocal) pendingLocked() int {
 	return n
 }
 
-// armLocked makes t's deadline for p, of duration d, due at instant at on
-// the timer clock. t has no pending deadline. O(1); the wheel's mutex is
+// armLocked makes t's deadline for p (a wait), of duration d, due at
+// instant at on the timer clock. t has no pending deadline. O(1); the wheel's mutex is
 // taken only when the list had no timer.
 func (s *store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Duration) {
 	l := sd.firstListLocked(p, d)
@@ -218,12 +264,100 @@ func (s *store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Durat
 	}
 }
 
+// armMaxHoldLocked makes the maxHold d of e's holder, of fence fence, due
+// at instant at on the timer clock, and returns its list, whose leaveLocked
+// the release calls. O(1) amortized; the wheel's mutex is taken only when
+// the list had no timer.
+func (s *store) armMaxHoldLocked(sd *shardLocal, e *keyEntry, fence uint64, d, at time.Duration) *deadlineList {
+	l := sd.firstListLocked(forMaxHold, d)
+	if l == nil {
+		l = sd.newListLocked(forMaxHold, d, at, s.tick, &s.timers)
+	}
+	if len(l.due) == cap(l.due) {
+		l.makeRoomLocked()
+	}
+	l.due = append(l.due, dueHold{e, fence, at})
+	l.n++
+	if !l.armed {
+		l.armed = true
+		if due := l.dueLocked(); due != maxInstant { // as far as a wait of Forever: never fires
+			s.timers.schedule(l, due)
+		}
+	}
+	return l
+}
+
+// leaveLocked takes the maxHold of e's holder, of fence fence, a live slot
+// of l, out of l's count, and out of its queue if it is the last or the
+// first slot; elsewhere it is left, stale. O(1).
+func (l *deadlineList) leaveLocked(e *keyEntry, fence uint64) {
+	l.n--
+	if l.n == 0 {
+		l.emptyLocked()
+		return
+	}
+	if last := len(l.due) - 1; l.due[last].e == e && l.due[last].fence == fence {
+		l.due = l.due[:last]
+	} else if d := &l.due[l.first]; d.e == e && d.fence == fence {
+		l.first++
+	}
+}
+
+// emptyLocked empties the queue of l, whose holds have all let go or been
+// revoked (its n is 0), keeping a small queue for the next; a list byTick
+// goes at once, as when its last ticket leaves (disarmLocked).
+func (l *deadlineList) emptyLocked() {
+	if cap(l.due) > keepQueue {
+		l.due = nil
+	} else {
+		// Its slots are left as they are: clearing them would cost a call
+		// per release, and they keep at most keepQueue entries from the
+		// collector, entries a shard keeps for reuse anyway.
+		l.due = l.due[:0]
+	}
+	l.first = 0
+	if l.byTick && l.armed && (l.d == maxInstant || l.tm.cancel(l)) {
+		l.armed = false
+		l.sd.dropLocked(l)
+	}
+}
+
+// makeRoomLocked makes room for a slot in l's full queue: it keeps the
+// live slots only, reading each slot's holder, if at least half are stale,
+// and moves the queue to an array twice its slots otherwise. Either way,
+// a queue's slots are read or moved once per as many appends, at least.
+func (l *deadlineList) makeRoomLocked() {
+	q := l.due[l.first:]
+	if c := cap(l.due); c >= minQueue && 2*l.n <= c {
+		k := 0
+		for i := range q {
+			if q[i].liveLocked() {
+				l.due[k] = q[i] // k <= l.first+i: not yet read
+				k++
+			}
+		}
+		if 4*k < c && c > keepQueue { // mostly stale: shrink to half
+			l.due = append(make([]dueHold, 0, c/2), l.due[:k]...)
+		} else {
+			clear(l.due[k:])
+			l.due = l.due[:k]
+		}
+		l.first = 0
+		return
+	}
+	l.due = append(make([]dueHold, 0, max(minQueue, 2*len(q))), q...)
+	l.first = 0
+}
+
 // dueLocked returns when l's timer is to fire: when its head is due, or,
 // for a list byTick, at the end of its tick, when all of them are. l is
 // not empty.
 func (l *deadlineList) dueLocked() time.Duration {
-	if l.byTick {
+	switch {
+	case l.byTick:
 		return l.d
+	case l.p == forMaxHold:
+		return l.due[l.first].at
 	}
 	return l.head.at
 }
@@ -499,16 +633,14 @@ func (s *store) fireLocked(ls []*deadlineList, now time.Duration, f *firing) {
 	for f.warmLocked(ls, now, &warm) {
 		for i, l := range ls {
 			for range warm[i] {
-				t := l.head
-				if t == nil || t.at > now {
+				if !s.expireLocked(l, now, f) {
 					break
 				}
-				s.expireLocked(l, t, now, f)
 			}
 		}
 	}
 	for _, l := range ls {
-		if l.head != nil {
+		if l.n > 0 {
 			l.armed = true
 			s.timers.schedule(l, l.dueLocked())
 		} else {
@@ -518,28 +650,44 @@ func (s *store) fireLocked(ls []*deadlineList, now time.Duration, f *firing) {
 	}
 }
 
-// expireLocked acts on t, l's head, due: a waiter's wait passed leaves
-// the key's line, a holder's maxHold revokes its lease.
-func (s *store) expireLocked(l *deadlineList, t *ticket, now time.Duration, f *firing) {
+// expireLocked acts on l's first deadline if it is due at now, and
+// reports whether it was: a waiter's wait passed leaves the key's line, a
+// holder's maxHold revokes its lease; a stale maxHold slot (its hold let
+// go) is dropped.
+func (s *store) expireLocked(l *deadlineList, now time.Duration, f *firing) bool {
 	sd := l.sd
-	sh := sd.sh
-	disarmLocked(t)
-	switch l.p {
-	case forWait:
-		w, e := t.w, t.entry
-		e.Line.Remove(&w.line)
-		sh.Waiting--
-		w.heldFor, w.holderFence = s.heldForLocked(e, now), e.Holder.lease.Fence
-		w.state = timedOut
-		sh.Counts.TimedOut++
-		f.wake = append(f.wake, wakeup{w.ready, timedOut})
-	case forMaxHold:
-		ready, c := s.revokeLocked(sd, t.entry, lostMaxHold)
-		if ready != nil {
-			f.wake = append(f.wake, wakeup{ready, holding})
+	if l.p == forMaxHold {
+		if l.first == len(l.due) || l.due[l.first].at > now {
+			return false
 		}
-		f.lose = append(f.lose, c)
+		d := l.due[l.first]
+		l.first++
+		if d.liveLocked() {
+			// Counted out first: the key's next holder may join l.
+			if l.n--; l.n == 0 {
+				l.emptyLocked()
+			}
+			ready, c := s.revokeLocked(sd, d.e, lostMaxHold)
+			if ready != nil {
+				f.wake = append(f.wake, wakeup{ready, holding})
+			}
+			f.lose = append(f.lose, c)
+		}
+		return true
 	}
+	t := l.head
+	if t == nil || t.at > now {
+		return false
+	}
+	disarmLocked(t)
+	w, e := t.w, t.entry
+	e.Line.Remove(&w.line)
+	sd.sh.Waiting--
+	w.heldFor, w.holderFence = s.heldForLocked(e, now), e.Holder.lease.Fence
+	w.state = timedOut
+	sd.sh.Counts.TimedOut++
+	f.wake = append(f.wake, wakeup{w.ready, timedOut})
+	return true
 }
 
 // warmAhead is how many due deadlines of a list warmLocked reads ahead of
@@ -549,21 +697,23 @@ const warmAhead = 16
 
 // warmLocked reads, for up to warmAhead deadlines due at now from the
 // head of each list of ls, before any is acted on, what acting on them
-// misses most: the ticket, the key's entry, its holder's state and, for a
-// revocation, the entry's bucket. It sets warm[i] to how many deadlines
+// misses most: the ticket or slot, the key's entry, its holder's state
+// and fence and, for a revocation, the entry's bucket. It sets warm[i] to how many deadlines
 // of ls[i] it read for, and reports whether any was due. When many
 // deadlines fall due at once (a million pending leases are far larger
 // than the caches and the TLB), acting on one after another, each one's
 // misses wait for the last one's: read in a loop that does nothing else,
-// they are in flight together. The tickets of one list are a chain, each
-// found from the one before, so the lists are walked side by side
-// (fireTogether). On a million maxHolds due in 100 ms (go run ./bench -run
-// deadlines, a 2-core VM), with the shard's chains mostly in the order of
-// insertion, the timer goroutine's time per revocation went from 600 ns
-// to 360 reading ahead one list at a time, and to 200-340 with four lists
-// side by side and shrinks that walk fewer chains; eight lists, in runs
-// alternated with four on one day, took 230-290 ns against 300-310 (CPU
-// profiles; this machine's speed varies from one process to the next).
+// they are in flight together. The tickets of a list of waits are a
+// chain, each found from the one before, so the lists are walked side by
+// side (fireTogether); a list of maxHolds is an array, whose entries are
+// read in the same loop. On a million maxHolds due in 100 ms (go run
+// ./bench -run deadlines, a 2-core VM), when they were tickets too, with
+// the shard's chains mostly in the order of insertion, the timer
+// goroutine's time per revocation went from 600 ns to 360 reading ahead
+// one list at a time, and to 200-340 with four lists side by side and
+// shrinks that walk fewer chains; eight lists, in runs alternated with
+// four on one day, took 230-290 ns against 300-310 (CPU profiles; this
+// machine's speed varies from one process to the next).
 func (f *firing) warmLocked(ls []*deadlineList, now time.Duration, warm *[fireTogether]int) bool {
 	var ahead [fireTogether][warmAhead]*keyEntry
 	var next [fireTogether]*ticket
@@ -573,7 +723,15 @@ func (f *firing) warmLocked(ls []*deadlineList, now time.Duration, warm *[fireTo
 	due := false
 	for k := range warmAhead {
 		more := false
-		for i := range ls {
+		for i, l := range ls {
+			if l.p == forMaxHold {
+				if j := l.first + k; j < len(l.due) && l.due[j].at <= now {
+					ahead[i][k] = l.due[j].e
+					warm[i]++
+					more = true
+				}
+				continue
+			}
 			if u := next[i]; u != nil && u.at <= now {
 				ahead[i][k], next[i] = u.entry, u.next
 				warm[i]++
@@ -591,7 +749,7 @@ func (f *firing) warmLocked(ls []*deadlineList, now time.Duration, warm *[fireTo
 	for i, l := range ls {
 		for _, e := range ahead[i][:warm[i]] {
 			if c := e.Holder; c != nil {
-				sum += uintptr(unsafe.Pointer(c.st.Load()))
+				sum += uintptr(unsafe.Pointer(c.st.Load())) + uintptr(c.lease.Fence)
 			}
 			if l.p == forMaxHold { // the revocation deletes an entry nobody waits for
 				sum += l.sd.sh.WarmLocked(e)

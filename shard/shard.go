@@ -52,17 +52,12 @@ type Entry[H comparable, T any] struct {
 	// Holder is the key's holder, the zero H when the key is free.
 	Holder H
 	// Ticket is the owner's record beside the holder, the zero T when it
-	// has none (the store keeps there the holder's ticket: its maxHold's
-	// place among the shard's deadlines, and, for a holder that waited or
-	// is a session's, the way to its waiter record).
+	// has none (the store keeps there, for a holder that waited or is a
+	// session's, the way to its waiter record). DeleteLocked clears it.
 	Ticket T
 	// Line is the key's line of waiters, first come first served: the
 	// owner's tickets.
 	Line waitq.List[T]
-	// Spare is the owner's, to keep a record for reuse with the entry
-	// (the store keeps a ticket there): the shard never reads or clears
-	// it, so it stays with the entry through DeleteLocked and reuse.
-	Spare T
 }
 
 // Idle reports whether the entry has neither a holder nor a waiter, the
