@@ -212,6 +212,7 @@ func TestSizes(t *testing.T) {
 	assert.Equal(t, uintptr(24), unsafe.Sizeof(dueHold{}), "a pending maxHold")
 	assert.Equal(t, uintptr(48), unsafe.Sizeof(ticket{}), "a waiter's pending wait")
 	assert.Zero(t, unsafe.Sizeof(shardLocal{})%128, "shardLocal is padded")
+	assert.Less(t, unsafe.Sizeof(shardLocal{})-unsafe.Sizeof(local{}), uintptr(128), "shardLocal is padded no more than it needs")
 }
 
 // TestRevokingAllocatesNothing: revoking a lease whose function never
