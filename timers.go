@@ -65,10 +65,11 @@ const maxInstant = time.Duration(math.MaxInt64)
 // bytes, and linked it), and a hold that lets go before its maxHold costs
 // a read at the slot's instant only if its list was never empty in
 // between. A pending maxHold costs 24 bytes, not 48, and arming and
-// cancelling one with a million pending, 51 ns, not 73; a hold with a
-// maxHold on a walk over a million keys, 36 instructions fewer than with
-// a ticket linked and unlinked, and 1-3 % less time (bench/MEASUREMENTS.md,
-// "maxHold").
+// cancelling one with a million pending, 51 ns, not 73 (a run of each); a
+// hold with a maxHold on a walk over a million keys, 36 instructions
+// fewer than with a ticket linked and unlinked, but about the same time:
+// its cost is the lines it touches, which local.own cuts
+// (bench/MEASUREMENTS.md, "maxHold").
 
 // deadlineList is a shard's line of pending deadlines of one purpose and
 // duration, first due first, or (byTick) of one purpose due within one
