@@ -27,8 +27,8 @@ const maxInstant = time.Duration(math.MaxInt64)
 // Waiters of one shard with the same wait, and holders with the same
 // maxHold, reach their deadlines in the order they joined: a FIFO list per
 // (shard, purpose, duration) is already sorted by due instant. Arming is an
-// append and disarming an unlink, both O(1) under the shard's mutex, which
-// the hold takes anyway. The store's one timer wheel holds a timer per
+// append and disarming an unlink (for a maxHold, a count down; below),
+// both O(1) under the shard's mutex, which the hold takes anyway. The store's one timer wheel holds a timer per
 // list, for its head, not one per deadline; it is re-armed lazily when it
 // fires: a head that left early costs one wake-up at its old instant, never
 // an early one. So no mutex shared by all shards is taken on a hold, a
@@ -152,7 +152,7 @@ type local struct {
 	sh *keyShard
 	// own is the shard's first list by duration, while ownUsed: in the
 	// line of sh, which a hold reads anyway, and the next, not in lines
-	// of its own: a maxHold on a walk over a million keys 5-8 % cheaper
+	// of its own: a maxHold on a walk over a million keys 3-8 % cheaper
 	// at GOMAXPROCS 1 and 4-13 % at 2 (three alternated runs,
 	// bench/MEASUREMENTS.md, "maxHold").
 	own     deadlineList

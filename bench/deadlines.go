@@ -77,7 +77,7 @@ func deadlinesScenario() Scenario {
 			"timed in alternating batches of 32 (so that noise hits both alike) with N maxHolds of 1 h pending (N goroutines holding",
 			"keys), the median of at least 5 timings; the heap of holds with a maxHold minus as many without: B/pending, what one",
 			"more pending deadline adds (the slope from the set's first N/10 to all N); fixed KiB, what they add besides (locks: each",
-			"shard's list for the duration); B/cancelled, per deadline of N, after release.",
+			"shard's list for the duration, and its queue's room to grow); B/cancelled, per deadline of N, after release.",
 			"time.AfterFunc, context.WithTimeout: arm then Stop (cancel), N armed for 1 h over the Ps; B/op, allocs/op on one goroutine.",
 			"heap figures after three runtime.GC, waiting after the first until the cleanups it queued have run (the last frees what sync.Pools cached).",
 			"the garbage collector is off during the experiment (but for the collections that measure the heap): at this scale",
