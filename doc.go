@@ -26,10 +26,10 @@
 // key's shard it either finds the key free, and is granted at once (a
 // fence from the shard's counter, the grant time, its maxHold armed), or
 // joins the back of the key's line with a waiter record taken from the
-// shard (its place in the line, its deadline's ticket, its wake-up channel)
+// shard (its place in the line, its wait's deadline, its wake-up channel)
 // and parks on that channel. The key's entry names its holder's context;
-// a holder that did not wait has no record of its own beyond it, and one
-// with a maxHold a 48-byte ticket, which the entry keeps for reuse.
+// a holder that did not wait has no record of its own beyond it, and a
+// maxHold is a 24-byte slot (entry, fence, instant) in its list's queue.
 //
 // A waiter leaves the line in one of four ways, each decided under the
 // shard's mutex, with one send of the settled state on its channel made
@@ -52,7 +52,9 @@
 // Deadlines of one shard with the same purpose (a wait, a maxHold) and the
 // same duration come due in the order they were armed, so each such group
 // is a FIFO list under the shard's mutex: arming is an append and
-// disarming an unlink, with no lock shared by all shards. The wheel holds
+// disarming an unlink, or, for a maxHold, a count down that leaves its
+// slot to be found stale by its fence when it comes due; no lock is shared
+// by all shards. The wheel holds
 // one timer per list, for its head, re-armed when it fires: a head that
 // left early costs one wake-up at its old instant, never an early one.
 // Past a shard's first eight durations, its deadlines share a list per

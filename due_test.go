@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -109,8 +110,9 @@ func TestMaxHoldQueueSkipsStaleSlots(t *testing.T) {
 }
 
 // TestMaxHoldQueueCompacts: a queue whose stale slots pile up behind a
-// long holder keeps its live ones only when it fills, so it stays the
-// size of what is live, not of how many holds came and went.
+// long holder, as holds come and go, keeps its live ones only when it
+// fills, so it stays the size of what is live, not of how many holds came
+// and went.
 func TestMaxHoldQueueCompacts(t *testing.T) {
 	_, l, sd, take := queueStore(t)
 	s := l.store
@@ -127,8 +129,33 @@ func TestMaxHoldQueueCompacts(t *testing.T) {
 	require.NoError(t, s.release(first, nil))
 }
 
-// TestMaxHoldQueueShrinks: a large queue mostly stale when it fills
-// shrinks to half, and one left empty is let go, so that a burst of
+// TestMaxHoldQueueLetsABurstGo: a burst of holds let go oldest first
+// behind one that stays, all of them between the ends of the queue, is
+// not kept until the one that stays lets go: past keepQueue stale slots,
+// and twice the live ones, the queue keeps its live ones only.
+func TestMaxHoldQueueLetsABurstGo(t *testing.T) {
+	_, l, sd, take := queueStore(t)
+	s := l.store
+	long := take("long")
+	var hs []hold
+	for i := range 1000 {
+		hs = append(hs, take("k"+strconv.Itoa(i)))
+	}
+	for _, h := range hs[:999] { // oldest first; the last stays for now
+		require.NoError(t, s.release(h, nil))
+		_, slots, live, _ := queueOf(t, sd)
+		require.LessOrEqual(t, slots-live, max(2*live, keepQueue)+1)
+	}
+	_, slots, live, capacity := queueOf(t, sd)
+	require.Equal(t, 2, live)
+	require.LessOrEqual(t, slots, keepQueue+3)
+	require.Less(t, capacity, 1024, "the array shrank with its live slots")
+	require.NoError(t, s.release(hs[999], nil))
+	require.NoError(t, s.release(long, nil))
+}
+
+// TestMaxHoldQueueShrinks: a queue grown past keepQueue is let go when
+// its list empties, for the list's inline one, so that a burst of
 // maxHolds leaves nothing once released.
 func TestMaxHoldQueueShrinks(t *testing.T) {
 	_, l, sd, take := queueStore(t)
@@ -139,22 +166,16 @@ func TestMaxHoldQueueShrinks(t *testing.T) {
 	}
 	_, _, _, capacity := queueOf(t, sd)
 	require.Equal(t, 256, capacity)
-	for _, h := range hs[1:] { // all but the first, first to last: stale but the last
-		require.NoError(t, s.release(h, nil))
-	}
-	_, slots, live, _ := queueOf(t, sd)
-	require.Equal(t, []int{199, 1}, []int{slots, live})
-	hs = hs[:1]
-	for i := range 58 { // 57 fill the queue; the 58th finds it full
-		hs = append(hs, take("n"+strconv.Itoa(i)))
-	}
-	_, slots, live, capacity = queueOf(t, sd)
-	require.Equal(t, []int{59, 59, 128}, []int{slots, live, capacity}, "only the live slots kept, in half the array")
 	for _, h := range hs {
 		require.NoError(t, s.release(h, nil))
 	}
-	_, _, _, capacity = queueOf(t, sd)
-	require.Equal(t, 2, capacity, "an empty queue past keepQueue is let go, for the list's inline one")
+	dl, slots, _, capacity := queueOf(t, sd)
+	require.Zero(t, slots)
+	require.Equal(t, len(dl.inline), capacity)
+	sd.sh.Lock()
+	defer sd.sh.Unlock()
+	require.Same(t, &dl.inline[0], unsafe.SliceData(dl.due[:1]), "the queue is the inline one again")
+	require.Equal(t, [2]dueHold{}, dl.inline, "holding no entry")
 }
 
 // TestMaxHoldLeavesItsQueueWhenRevokedOtherwise: a session's hold with a

@@ -48,7 +48,8 @@ type ticket struct {
 }
 
 // waiter is the record of a hold that stood in a key's line: its place in
-// the line, its ticket (its wait, then its maxHold), and its wake-up. It
+// the line, its ticket (its wait), its maxHold's list once granted, and
+// its wake-up. It
 // keeps it until it lets the key go, or leaves the line, and gives it back
 // to its shard under the shard's mutex.
 type waiter struct {
@@ -588,8 +589,8 @@ func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, maxHold
 
 // passLocked gives e to the head of its line and returns the new holder's
 // wake-up, on which to send holding once the shard is unlocked; if nobody
-// waits, it frees e and returns nil. e's holder and its ticket were let go
-// before. The key is never free while someone is in line, so no newcomer
+// waits, it frees e and returns nil. e's holder was let go before, its
+// maxHold counted out of its list. The key is never free while someone is in line, so no newcomer
 // can take it in between (strict FIFO, no barging).
 func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 	var w *waiter

@@ -63,8 +63,8 @@ const maxInstant = time.Duration(math.MaxInt64)
 // look. So arming a maxHold writes a slot and disarming it counts down,
 // with no record of its own (a free key's hold took a bare ticket, 48
 // bytes, and linked it), and a hold that lets go before its maxHold costs
-// a read at the slot's instant only if its list was never empty in
-// between. A pending maxHold costs 24 bytes, not 48, and arming and
+// a read later only if its slot was neither end of the queue and its list
+// was never empty in between. A pending maxHold costs 24 bytes, not 48, and arming and
 // cancelling one with a million pending, 51 ns, not 73 (a run of each); a
 // hold with a maxHold on a walk over a million keys, 36 instructions
 // fewer than with a ticket linked and unlinked, but about the same time:
@@ -150,8 +150,9 @@ const localPad = 72
 // are atomic and written outside it (see times.go).
 type local struct {
 	sh *keyShard
-	// own is the shard's first list by duration, while ownUsed: in the
-	// line of sh, which a hold reads anyway, and the next, not in lines
+	// own is one of the shard's lists by duration, while ownUsed (the
+	// first made, and after it is dropped the next): in the line of sh,
+	// which a hold reads anyway, and the next, not in lines
 	// of its own: a maxHold on a walk over a million keys 3-8 % cheaper
 	// at GOMAXPROCS 1 and 4-13 % at 2 (three alternated runs,
 	// bench/MEASUREMENTS.md, "maxHold").
@@ -192,9 +193,11 @@ func (sd *shardLocal) firstListLocked(p purpose, d time.Duration) *deadlineList 
 // deadlines cost one list and one timer.
 func (sd *shardLocal) newListLocked(p purpose, d, at, tick time.Duration, tm *timers) *deadlineList {
 	if len(sd.lists) < maxLists {
-		l := &deadlineList{}
+		var l *deadlineList
 		if !sd.ownUsed {
 			l, sd.ownUsed = &sd.own, true
+		} else {
+			l = new(deadlineList)
 		}
 		*l = deadlineList{sd: sd, p: p, d: d}
 		l.due = l.inline[:0:len(l.inline)]
@@ -319,7 +322,9 @@ func (s *store) armMaxHoldLocked(sd *shardLocal, e *keyEntry, fence uint64, d, a
 
 // leaveLocked takes the maxHold of e's holder, of fence fence, a live slot
 // of l, out of l's count, and out of its queue if it is the last or the
-// first slot; elsewhere it is left, stale. O(1).
+// first slot; elsewhere it is left, stale, until more than twice as many
+// slots as are live (and keepQueue) are stale, when the queue keeps its
+// live ones only. O(1) amortized: a slot goes stale at most once.
 func (l *deadlineList) leaveLocked(e *keyEntry, fence uint64) {
 	l.n--
 	if l.n == 0 {
@@ -330,6 +335,11 @@ func (l *deadlineList) leaveLocked(e *keyEntry, fence uint64) {
 		l.due = l.due[:last]
 	} else if d := &l.due[l.first]; d.e == e && d.fence == fence {
 		l.first++
+	} else if stale := len(l.due) - l.first - l.n; stale > 2*l.n && stale > keepQueue {
+		// Released behind a hold that stays (oldest first, say): keep
+		// the queue within a few times what is live, not as long as the
+		// longest hold.
+		l.compactLocked()
 	}
 }
 
@@ -338,11 +348,12 @@ func (l *deadlineList) leaveLocked(e *keyEntry, fence uint64) {
 // goes at once, as when its last ticket leaves (disarmLocked).
 func (l *deadlineList) emptyLocked() {
 	if cap(l.due) > keepQueue {
+		l.inline = [len(l.inline)]dueHold{}
 		l.due = l.inline[:0:len(l.inline)]
 	} else {
 		// Its slots are left as they are: clearing them would cost a call
-		// per release, and they keep at most keepQueue entries from the
-		// collector, entries a shard keeps for reuse anyway.
+		// per release, and they keep at most keepQueue entries a list
+		// from the collector, 64 bytes each.
 		l.due = l.due[:0]
 	}
 	l.first = 0
@@ -353,29 +364,37 @@ func (l *deadlineList) emptyLocked() {
 }
 
 // makeRoomLocked makes room for a slot in l's full queue: it keeps the
-// live slots only, reading each slot's holder, if at least half are stale,
-// and moves the queue to an array twice its slots otherwise. Either way,
-// a queue's slots are read or moved once per as many appends, at least.
+// live slots only (compactLocked) if at least half are stale, and moves
+// the queue to an array twice its slots otherwise. Either way, a queue's
+// slots are read or moved once per as many appends, at least.
 func (l *deadlineList) makeRoomLocked() {
-	q := l.due[l.first:]
 	if c := cap(l.due); c >= minQueue && 2*l.n <= c {
-		k := 0
-		for i := range q {
-			if q[i].liveLocked() {
-				l.due[k] = q[i] // k <= l.first+i: not yet read
-				k++
-			}
-		}
-		if 4*k < c && c > keepQueue { // mostly stale: shrink to half
-			l.due = append(make([]dueHold, 0, c/2), l.due[:k]...)
-		} else {
-			clear(l.due[k:])
-			l.due = l.due[:k]
-		}
-		l.first = 0
+		l.compactLocked()
 		return
 	}
+	q := l.due[l.first:]
 	l.due = append(make([]dueHold, 0, max(minQueue, 2*len(q))), q...)
+	l.first = 0
+}
+
+// compactLocked keeps the live slots of l's queue only, in order, reading
+// each slot's holder, and moves them to an array half the size if they
+// fill less than a quarter of it.
+func (l *deadlineList) compactLocked() {
+	q := l.due[l.first:]
+	k := 0
+	for i := range q {
+		if q[i].liveLocked() {
+			l.due[k] = q[i] // k <= l.first+i: not yet read
+			k++
+		}
+	}
+	if c := cap(l.due); 4*k < c && c > keepQueue {
+		l.due = append(make([]dueHold, 0, c/2), l.due[:k]...)
+	} else {
+		clear(l.due[k:])
+		l.due = l.due[:k]
+	}
 	l.first = 0
 }
 
@@ -576,11 +595,13 @@ func (t *timers) fireAll(due []*timerwheel.Timer[*deadlineList], now time.Durati
 }
 
 // fireTogether is how many due lists fire together, side by side. The
-// walk of a list is a chain of cache misses, each ticket found only from
-// the one before it; the lists of different shards are independent
-// chains, whose misses a processor has in flight together. On a million
-// maxHolds due in 100 ms (CPU profiles of the timer goroutine), a ticket
-// cost 110-154 ns walking one list at a time, 32-64 walking four. Eight
+// walk of a list of waits is a chain of cache misses, each ticket found
+// only from the one before it, and each deadline of any list a few misses
+// more (its entry, holder and bucket); the lists of different shards are
+// independent, their misses in flight together. On a million maxHolds due
+// in 100 ms (CPU profiles of the timer goroutine), when maxHolds were
+// tickets too, a ticket cost 110-154 ns walking one list at a time, 32-64
+// walking four. Eight
 // cut the goroutine's time for three such windows from 0.89-0.94 s to
 // 0.70-0.88 (four and seven alternated runs at GOMAXPROCS 1; the last
 // revocation 263-288 → 163-248 ms late), and sixteen read 0.86-0.90:
