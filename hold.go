@@ -49,9 +49,8 @@ type ticket struct {
 
 // waiter is the record of a hold that stood in a key's line: its place in
 // the line, its ticket (its wait), its maxHold's list once granted, and
-// its wake-up. It
-// keeps it until it lets the key go, or leaves the line, and gives it back
-// to its shard under the shard's mutex.
+// its wake-up. It keeps it until it lets the key go, or leaves the line,
+// and gives it back to its shard under the shard's mutex.
 type waiter struct {
 	ticket
 	c       *holdContext
