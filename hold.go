@@ -690,17 +690,8 @@ func (s *store) letGo(h hold, held bool) loss {
 		if h.w != nil {
 			due = h.w.due
 		}
-		if due != nil { // its maxHold
-			if due.n == 1 && cap(due.due) <= keepQueue && !due.byTick {
-				// The list's last, as most releases on a walk of many
-				// keys are: leaveLocked, and its emptyLocked, written
-				// out (too large to inline), a call fewer (a maxHold 5 %
-				// cheaper at GOMAXPROCS 1, bench/MEASUREMENTS.md,
-				// "maxHold").
-				due.n, due.due, due.first = 0, due.due[:0], 0
-			} else {
-				due.leaveLocked(h.e, h.c.lease.Fence)
-			}
+		if due != nil && !due.leaveLastLocked() { // its maxHold
+			due.leaveLocked(h.e, h.c.lease.Fence)
 		}
 		wake = s.passLocked(h.sd, h.e)
 	} else {
