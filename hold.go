@@ -585,7 +585,11 @@ func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, maxHold
 	c.lease.Granted = s.instant(at)
 	if maxHold > 0 {
 		c.lease.Deadline = c.lease.Granted.Add(maxHold)
-		return s.armMaxHoldLocked(sd, e, c.lease.Fence, maxHold, after(at, maxHold))
+		due := after(at, maxHold)
+		if l := sd.firstListLocked(forMaxHold, maxHold); l.appendLocked(e, c.lease.Fence, due) {
+			return l
+		}
+		return s.armMaxHoldLocked(sd, e, c.lease.Fence, maxHold, due)
 	}
 	return nil
 }
