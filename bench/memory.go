@@ -107,7 +107,7 @@ func (env *Env) warmLocked() {
 // its first deadline. Warmed for the set alone, the deadlines scenario ran
 // out of kept records at its last goroutine and counted one new record, a
 // few hundred bytes, in the slope of the set's heap: 48.0005 B per pending
-// deadline at N = 1,000,000 where the tickets are 48 B.
+// deadline at N = 1,000,000, when a deadline was a 48-byte ticket.
 const warmSpare = 1024
 
 // warmGoroutines starts n goroutines and lets them end, so that later
