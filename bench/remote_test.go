@@ -36,12 +36,13 @@ func TestRemote(t *testing.T) {
 }
 
 // TestRemoteTable checks that the remote table compares locksd with
-// locks, in every column, and names no best peer.
+// locks, in every column, with ratios past 1,000 written out, and names
+// no best peer.
 func TestRemoteTable(t *testing.T) {
 	sc, _ := scenarioNamed("remote")
 	r := NewResults(Meta{CPUs: []int{2}})
 	r.Add("remote", "locks", 2, Sample{"us/op": 0.1, "B/op": 100, "allocs/op": 1, "hot-us/op": 0.2})
-	r.Add("remote", "locksd", 2, Sample{"us/op": 50, "B/op": 9000, "allocs/op": 120, "hot-us/op": 80})
+	r.Add("remote", "locksd", 2, Sample{"us/op": 127, "B/op": 9000, "allocs/op": 120, "hot-us/op": 80})
 	var b strings.Builder
 	if vs := r.Table(&b, sc); len(vs) != 0 {
 		t.Errorf("remote has targets: %v", vs)
@@ -49,7 +50,7 @@ func TestRemoteTable(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"×locks",
-		"cpu=2: locksd is 500× locks in µs/op, 90× in B/op, 120× in allocs/op, 400× in hot key µs/op",
+		"cpu=2: locksd is 1270× locks in µs/op, 90× in B/op, 120× in allocs/op, 400× in hot key µs/op",
 		"etcd/bench_test.go",
 	} {
 		if !strings.Contains(out, want) {
