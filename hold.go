@@ -597,8 +597,9 @@ func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, maxHold
 // passLocked gives e to the head of its line and returns the new holder's
 // wake-up, on which to send holding once the shard is unlocked; if nobody
 // waits, it frees e and returns nil. e's holder was let go before, its
-// maxHold counted out of its list. The key is never free while someone is in line, so no newcomer
-// can take it in between (strict FIFO, no barging).
+// maxHold counted out of its list. The key is never free while someone is
+// in line, so no newcomer can take it in between (strict FIFO, no
+// barging).
 func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 	var w *waiter
 	var at time.Duration

@@ -28,10 +28,10 @@ const maxInstant = time.Duration(math.MaxInt64)
 // maxHold, reach their deadlines in the order they joined: a FIFO list per
 // (shard, purpose, duration) is already sorted by due instant. Arming is an
 // append and disarming an unlink (for a maxHold, a count down; below),
-// both O(1) under the shard's mutex, which the hold takes anyway. The store's one timer wheel holds a timer per
-// list, for its head, not one per deadline; it is re-armed lazily when it
-// fires: a head that left early costs one wake-up at its old instant, never
-// an early one. So no mutex shared by all shards is taken on a hold, a
+// both O(1) under the shard's mutex, which the hold takes anyway. The
+// store's one timer wheel holds a timer per list, for its head, not one
+// per deadline; it is re-armed lazily when it fires: a head that left
+// early costs one wake-up at its old instant, never an early one. So no mutex shared by all shards is taken on a hold, a
 // release, a wait or a maxHold, except when a list that had no timer gets
 // its first deadline: about once per duration per shard.
 //
@@ -64,11 +64,11 @@ const maxInstant = time.Duration(math.MaxInt64)
 // with no record of its own (a free key's hold took a bare ticket, 48
 // bytes, and linked it), and a hold that lets go before its maxHold costs
 // a read later only if its slot was neither end of the queue and its list
-// was never empty in between. A pending maxHold costs 24 bytes, not 48, and arming and
-// cancelling one with a million pending, 51 ns, not 73 (a run of each); a
-// hold with a maxHold on a walk over a million keys, 36 instructions
-// fewer than with a ticket linked and unlinked, but about the same time:
-// its cost is the lines it touches, which local.own cuts
+// was never empty in between. A pending maxHold costs 24 bytes, not 48,
+// and arming and cancelling one with a million pending, 51 ns, not 73 (a
+// run of each); a hold with a maxHold on a walk over a million keys, 36
+// instructions fewer than with a ticket linked and unlinked, but about
+// the same time: its cost is the lines it touches, which local.own cuts
 // (bench/MEASUREMENTS.md, "maxHold").
 
 // deadlineList is a shard's line of pending deadlines of one purpose and
@@ -264,8 +264,8 @@ func (sd *shardLocal) pendingLocked() int {
 }
 
 // armLocked makes t's deadline for p (a wait), of duration d, due at
-// instant at on the timer clock. t has no pending deadline. O(1); the wheel's mutex is
-// taken only when the list had no timer.
+// instant at on the timer clock. t has no pending deadline. O(1); the
+// wheel's mutex is taken only when the list had no timer.
 func (s *store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Duration) {
 	l := sd.firstListLocked(p, d)
 	if l == nil {
@@ -310,8 +310,7 @@ func (s *store) armMaxHoldLocked(sd *shardLocal, e *keyEntry, fence uint64, d, a
 	if len(l.due) == cap(l.due) {
 		l.makeRoomLocked()
 	}
-	l.due = append(l.due, dueHold{e, fence, at})
-	l.n++
+	l.pushLocked(e, fence, at)
 	if !l.armed {
 		l.armed = true
 		if due := l.dueLocked(); due != maxInstant { // as far as a wait of Forever: never fires
@@ -331,9 +330,15 @@ func (l *deadlineList) appendLocked(e *keyEntry, fence uint64, at time.Duration)
 	if l == nil || !l.armed || len(l.due) == cap(l.due) {
 		return false
 	}
+	l.pushLocked(e, fence, at)
+	return true
+}
+
+// pushLocked appends the maxHold of e's holder, of fence fence, due at
+// at, to l's queue, which has room for it, and counts it.
+func (l *deadlineList) pushLocked(e *keyEntry, fence uint64, at time.Duration) {
 	l.due = append(l.due, dueHold{e, fence, at})
 	l.n++
-	return true
 }
 
 // leaveLocked takes the maxHold of e's holder, of fence fence, a live slot
@@ -631,9 +636,8 @@ func (t *timers) fireAll(due []*timerwheel.Timer[*deadlineList], now time.Durati
 // independent, their misses in flight together. On a million maxHolds due
 // in 100 ms (CPU profiles of the timer goroutine), when maxHolds were
 // tickets too, a ticket cost 110-154 ns walking one list at a time, 32-64
-// walking four. Eight
-// cut the goroutine's time for three such windows from 0.89-0.94 s to
-// 0.70-0.88 (four and seven alternated runs at GOMAXPROCS 1; the last
+// walking four. Eight cut the goroutine's time for three such windows
+// from 0.89-0.94 s to 0.70-0.88 (four and seven alternated runs at GOMAXPROCS 1; the last
 // revocation 263-288 → 163-248 ms late), and sixteen read 0.86-0.90:
 // past what the core keeps in flight, more chains only add work. A
 // shard of the group stays locked while the group fires.
@@ -779,8 +783,9 @@ const warmAhead = 16
 // warmLocked reads, for up to warmAhead deadlines due at now from the
 // head of each list of ls, before any is acted on, what acting on them
 // misses most: the ticket or slot, the key's entry, its holder's state
-// and fence and, for a revocation, the entry's bucket. It sets warm[i] to how many deadlines
-// of ls[i] it read for, and reports whether any was due. When many
+// and fence and, for a revocation, the entry's bucket. It sets warm[i] to
+// how many deadlines of ls[i] it read for, and reports whether any was
+// due. When many
 // deadlines fall due at once (a million pending leases are far larger
 // than the caches and the TLB), acting on one after another, each one's
 // misses wait for the last one's: read in a loop that does nothing else,
