@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 	"weak"
 
 	"github.com/holdline/locks/lease"
@@ -19,6 +20,16 @@ import (
 // before the holder's function runs and never changes it afterwards, so it
 // is safe to read from any goroutine, and it may be kept and read after
 // the function returns.
+//
+// A Lease is a description, not a handle: the store knows the key, its
+// holder and the holder's maxHold from records of its own. Treat it as
+// read-only all the same. A function that writes to its lease lets no
+// other holder in and changes nothing of when it is revoked, but it
+// changes what it, and what reads the lease, learn of the grant: its own
+// errors name what it wrote, holds made inside it are checked for nesting
+// against its Lock and Key, and the store's reads of it (a waiter's error
+// naming the holder's fence, Holders' fence and times) race with the
+// write.
 type Lease struct {
 	// Lock is the name of the lock the key belongs to.
 	Lock string
@@ -261,7 +272,13 @@ func (s *Store) Stats() Stats {
 // lockState is what every handle of one lock name shares.
 type lockState struct {
 	name string
-	hash uint64 // shard.LockHash(name)
+	id   unique.Handle[string] // name, interned: what a key's entry keeps of it
+	hash uint64                // shard.LockHash(name)
+}
+
+// newLockState returns the state of the lock called name.
+func newLockState(name string) lockState {
+	return lockState{name: name, id: unique.Make(name), hash: shard.LockHash(name)}
 }
 
 // Lock is a named keyspace of a store. Two handles of one name share their
@@ -291,7 +308,7 @@ func OpenLock(s *Store, name string, opts ...Option) (*Lock, error) {
 	if s.closed.Load() {
 		return nil, newError(Closed, name, "", "the store is closed")
 	}
-	return &Lock{owner: s, store: s.store, state: lockState{name: name, hash: shard.LockHash(name)}, opts: set}, nil
+	return &Lock{owner: s, store: s.store, state: newLockState(name), opts: set}, nil
 }
 
 // Name returns the lock's name.

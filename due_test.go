@@ -82,7 +82,7 @@ func TestMaxHoldQueueLeavesAtEitherEnd(t *testing.T) {
 // TestMaxHoldQueueSkipsStaleSlots: a list fired with every slot due
 // revokes exactly the holds that still hold their keys, not one whose
 // slot was left stale when it let go, nor the new holder of its key (a
-// later fence in the same entry).
+// later holder of the same entry).
 func TestMaxHoldQueueSkipsStaleSlots(t *testing.T) {
 	st, l, sd, take := queueStore(t)
 	s := l.store

@@ -310,9 +310,9 @@ func (l *Lock) enter(h *hold, c *holdContext, set *settings, sess *Session) (joi
 	if fromGrant {
 		at = s.since()
 	}
-	e := sh.LookupLocked(hash, func(c *holdContext) bool { return c.lease.Key == text && c.lease.Lock == name })
+	e := sh.LookupLocked(hash, l.state.id, text)
 	if e == nil {
-		e = sh.InsertLocked(hash)
+		e = sh.InsertLocked(hash, l.state.id, text)
 		if sess != nil {
 			return false, s.grantSessionLocked(h, sd, e, c, sess, set, at)
 		}
@@ -401,13 +401,13 @@ func (l *Lock) tryHold(ctx context.Context, key any, fn HoldFunc, opts []Option)
 		sh.Unlock()
 		return false, newError(Closed, name, text, "the store is closed")
 	}
-	if sh.LookupLocked(hash, func(c *holdContext) bool { return c.lease.Key == text && c.lease.Lock == name }) != nil {
+	if sh.LookupLocked(hash, l.state.id, text) != nil {
 		sh.Unlock()
 		return false, nil
 	}
 	c := newHoldContext(ctx, name, text) // only for a free key
 	at := s.since()
-	e := sh.InsertLocked(hash)
+	e := sh.InsertLocked(hash, l.state.id, text)
 	sh.Running++
 	due := s.grantLocked(sd, e, c, set.maxHold, at)
 	sh.Unlock()
@@ -586,10 +586,10 @@ func (s *store) grantLocked(sd *shardLocal, e *keyEntry, c *holdContext, maxHold
 	if maxHold > 0 {
 		c.lease.Deadline = c.lease.Granted.Add(maxHold)
 		due := after(at, maxHold)
-		if l := sd.firstListLocked(forMaxHold, maxHold); l.appendLocked(e, c.lease.Fence, due) {
+		if l := sd.firstListLocked(forMaxHold, maxHold); l.appendLocked(e, c, due) {
 			return l
 		}
-		return s.armMaxHoldLocked(sd, e, c.lease.Fence, maxHold, due)
+		return s.armMaxHoldLocked(sd, e, c, maxHold, due)
 	}
 	return nil
 }
@@ -696,7 +696,7 @@ func (s *store) letGo(h hold, held bool) loss {
 			due = h.w.due
 		}
 		if due != nil && !due.leaveLastLocked() { // its maxHold
-			due.leaveLocked(h.e, h.c.lease.Fence)
+			due.leaveLocked(h.e, h.c)
 		}
 		wake = s.passLocked(h.sd, h.e)
 	} else {

@@ -49,17 +49,17 @@ func (s *Store) Holders(lock string, keys ...any) ([]Holder, error) {
 	}
 	var out []Holder
 	if len(keys) > 0 {
-		lockHash := shard.LockHash(lock)
+		ls := newLockState(lock)
 		for _, key := range keys {
 			text, why := keyText(key)
 			if why != "" {
 				return nil, newError(Invalid, lock, "", why)
 			}
-			hash := shard.Hash(lockHash, text)
+			hash := shard.Hash(ls.hash, text)
 			sd, _ := s.shardOf(hash)
 			sd.sh.Lock()
 			now := s.since()
-			if e := sd.sh.LookupLocked(hash, func(c *holdContext) bool { return c.lease.Key == text && c.lease.Lock == lock }); e != nil {
+			if e := sd.sh.LookupLocked(hash, ls.id, text); e != nil {
 				out = append(out, s.holderLocked(e, now))
 			}
 			sd.sh.Unlock()
@@ -70,7 +70,7 @@ func (s *Store) Holders(lock string, keys ...any) ([]Holder, error) {
 			sh.Lock()
 			now := s.since()
 			sh.AllLocked(func(e *keyEntry) bool {
-				if c := e.Holder; c != nil && (lock == "" || c.lease.Lock == lock) {
+				if e.Holder != nil && (lock == "" || e.LockName() == lock) {
 					out = append(out, s.holderLocked(e, now))
 				}
 				return true
@@ -95,6 +95,9 @@ func (s *store) holderLocked(e *keyEntry, now time.Duration) Holder {
 		HeldFor: s.heldForLocked(e, now),
 		Waiters: e.Line.Len(),
 	}
+	// The key as its entry names it: a function may have written to its
+	// lease, and the view lists every holder under the key it holds.
+	h.Lease.Lock, h.Lease.Key = e.LockName(), e.Key()
 	if t := e.Ticket; t != nil && t.w != nil && t.w.sess != nil {
 		h.Session = true
 	}

@@ -324,7 +324,7 @@ func (s *store) lapse(ms []member, f *firing) {
 				f.wake = append(f.wake, wakeup{m.w.ready, expired})
 			case e.Holder == m.c:
 				if m.w.due != nil {
-					m.w.due.leaveLocked(e, m.c.lease.Fence)
+					m.w.due.leaveLocked(e, m.c)
 					m.w.due = nil
 				}
 				ready, c := s.revokeLocked(sd, e, lostTTL)

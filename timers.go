@@ -52,13 +52,18 @@ const maxInstant = time.Duration(math.MaxInt64)
 // duration.
 //
 // A maxHold's deadline is not a ticket but a slot of its list's queue,
-// dueHold: the key's entry, the holder's fence and the instant, appended
+// dueHold: the key's entry, the holder's context and the instant, appended
 // at the grant. A release does not look for its slot: it counts the list's
 // live deadlines down, takes its slot off the queue if it is the last or
 // the first (where most are), and leaves the rest. A slot whose entry no
-// longer has a holder of its fence is stale (fences are unique within a
-// shard, and entries never leave theirs), found so and skipped when it
-// comes due, or when the queue is full and at least half stale. A list
+// longer has that holder is stale (a context is never reused, and is
+// compared by its address: the holder's function can write to its lease,
+// fence included, but not change which context holds), found so and
+// skipped when it comes due, or when the queue is full and at least half
+// stale. A slot taken off the queue is cleared, so that a released hold's
+// context, and the caller's context it keeps, are not kept from the
+// collector by a queue: only a stale slot between live ones keeps its
+// context until it comes due or the queue is compacted. A list
 // whose live count reaches zero empties its queue at once, without a
 // look. So arming a maxHold writes a slot and disarming it counts down,
 // with no record of its own (a free key's hold took a bare ticket, 48
@@ -105,18 +110,15 @@ type deadlineList struct {
 }
 
 // dueHold is a holder's maxHold in its list's queue: due at instant at,
-// on the timer clock, if e's holder is still the one of fence.
+// on the timer clock, if e's holder is still c.
 type dueHold struct {
-	e     *keyEntry
-	fence uint64
-	at    time.Duration
+	e  *keyEntry
+	c  *holdContext
+	at time.Duration
 }
 
 // liveLocked reports whether d's hold still holds its key.
-func (d *dueHold) liveLocked() bool {
-	c := d.e.Holder
-	return c != nil && c.lease.Fence == d.fence
-}
+func (d *dueHold) liveLocked() bool { return d.e.Holder == d.c }
 
 // minQueue is the fewest slots a maxHold list's queue outside the list is
 // made with; a queue past keepQueue slots is let go when its list
@@ -297,12 +299,12 @@ func (s *store) armLocked(sd *shardLocal, t *ticket, p purpose, d, at time.Durat
 	}
 }
 
-// armMaxHoldLocked makes the maxHold d of e's holder, of fence fence, due
+// armMaxHoldLocked makes the maxHold d of e's holder, c, due
 // at instant at on the timer clock, and returns its list, whose leaveLocked
 // the release calls. O(1) amortized; the wheel's mutex is taken only when
 // the list had no timer. A grant whose list has room and a timer appends
 // to it inline (appendLocked) and calls this only for the rest.
-func (s *store) armMaxHoldLocked(sd *shardLocal, e *keyEntry, fence uint64, d, at time.Duration) *deadlineList {
+func (s *store) armMaxHoldLocked(sd *shardLocal, e *keyEntry, c *holdContext, d, at time.Duration) *deadlineList {
 	l := sd.firstListLocked(forMaxHold, d)
 	if l == nil {
 		l = sd.newListLocked(forMaxHold, d, at, s.tick, &s.timers)
@@ -310,7 +312,7 @@ func (s *store) armMaxHoldLocked(sd *shardLocal, e *keyEntry, fence uint64, d, a
 	if len(l.due) == cap(l.due) {
 		l.makeRoomLocked()
 	}
-	l.pushLocked(e, fence, at)
+	l.pushLocked(e, c, at)
 	if !l.armed {
 		l.armed = true
 		if due := l.dueLocked(); due != maxInstant { // as far as a wait of Forever: never fires
@@ -321,40 +323,42 @@ func (s *store) armMaxHoldLocked(sd *shardLocal, e *keyEntry, fence uint64, d, a
 }
 
 // appendLocked is armMaxHoldLocked where most maxHolds find their list:
-// it appends the maxHold of e's holder, of fence fence, due at at, to l,
+// it appends the maxHold of e's holder, c, due at at, to l,
 // and reports whether it could: l is not nil, has room in its queue and
 // has its timer. Inlined into the grant, which calls armMaxHoldLocked
 // only when it could not: a call fewer made a maxHold about 3 % cheaper
 // (bench/MEASUREMENTS.md, "maxHold").
-func (l *deadlineList) appendLocked(e *keyEntry, fence uint64, at time.Duration) bool {
+func (l *deadlineList) appendLocked(e *keyEntry, c *holdContext, at time.Duration) bool {
 	if l == nil || !l.armed || len(l.due) == cap(l.due) {
 		return false
 	}
-	l.pushLocked(e, fence, at)
+	l.pushLocked(e, c, at)
 	return true
 }
 
-// pushLocked appends the maxHold of e's holder, of fence fence, due at
-// at, to l's queue, which has room for it, and counts it.
-func (l *deadlineList) pushLocked(e *keyEntry, fence uint64, at time.Duration) {
-	l.due = append(l.due, dueHold{e, fence, at})
+// pushLocked appends the maxHold of e's holder, c, due at at, to l's
+// queue, which has room for it, and counts it.
+func (l *deadlineList) pushLocked(e *keyEntry, c *holdContext, at time.Duration) {
+	l.due = append(l.due, dueHold{e, c, at})
 	l.n++
 }
 
-// leaveLocked takes the maxHold of e's holder, of fence fence, a live slot
-// of l, out of l's count, and out of its queue if it is the last or the
-// first slot; elsewhere it is left, stale, until more than twice as many
-// slots as are live (and keepQueue) are stale, when the queue keeps its
-// live ones only. O(1) amortized: a slot goes stale at most once.
-func (l *deadlineList) leaveLocked(e *keyEntry, fence uint64) {
+// leaveLocked takes the maxHold of e's holder c, a live slot of l, out of
+// l's count, and out of its queue if it is the last or the first slot;
+// elsewhere it is left, stale, until more than twice as many slots as are
+// live (and keepQueue) are stale, when the queue keeps its live ones only.
+// O(1) amortized: a slot goes stale at most once.
+func (l *deadlineList) leaveLocked(e *keyEntry, c *holdContext) {
 	l.n--
 	if l.n == 0 {
 		l.emptyLocked()
 		return
 	}
-	if last := len(l.due) - 1; l.due[last].e == e && l.due[last].fence == fence {
+	if last := len(l.due) - 1; l.due[last].c == c {
+		l.due[last] = dueHold{}
 		l.due = l.due[:last]
-	} else if d := &l.due[l.first]; d.e == e && d.fence == fence {
+	} else if d := &l.due[l.first]; d.c == c {
+		*d = dueHold{}
 		l.first++
 	} else if stale := len(l.due) - l.first - l.n; stale > 2*l.n && stale > keepQueue {
 		// Released behind a hold that stays (oldest first, say): keep
@@ -371,10 +375,12 @@ func (l *deadlineList) leaveLocked(e *keyEntry, fence uint64) {
 // (cost 90) is not: a maxHold 5 % cheaper at GOMAXPROCS 1
 // (bench/MEASUREMENTS.md, "maxHold").
 func (l *deadlineList) leaveLastLocked() bool {
-	if l.n != 1 || cap(l.due) > keepQueue || l.byTick {
+	if l.n != 1 || len(l.due) != l.first+1 || cap(l.due) > keepQueue || l.byTick {
 		return false
 	}
-	l.n, l.due, l.first = 0, l.due[:0], 0 // emptyLocked's small case
+	// emptyLocked's small case, for a queue of the one live slot
+	l.due[l.first] = dueHold{}
+	l.n, l.due, l.first = 0, l.due[:0], 0
 	return true
 }
 
@@ -386,9 +392,7 @@ func (l *deadlineList) emptyLocked() {
 		l.inline = [len(l.inline)]dueHold{}
 		l.due = l.inline[:0:len(l.inline)]
 	} else {
-		// Its slots are left as they are: clearing them would cost a call
-		// per release, and they keep at most keepQueue entries a list
-		// from the collector, 64 bytes each.
+		clear(l.due[l.first:]) // those before first were cleared as they left
 		l.due = l.due[:0]
 	}
 	l.first = 0
@@ -409,6 +413,7 @@ func (l *deadlineList) makeRoomLocked() {
 	}
 	q := l.due[l.first:]
 	l.due = append(make([]dueHold, 0, max(minQueue, 2*len(q))), q...)
+	clear(q) // the inline queue stays l's
 	l.first = 0
 }
 
@@ -746,6 +751,7 @@ func (s *store) expireLocked(l *deadlineList, now time.Duration, f *firing) bool
 			return false
 		}
 		d := l.due[l.first]
+		l.due[l.first] = dueHold{}
 		l.first++
 		if d.liveLocked() {
 			// Counted out first: the key's next holder may join l.
@@ -783,7 +789,7 @@ const warmAhead = 16
 // warmLocked reads, for up to warmAhead deadlines due at now from the
 // head of each list of ls, before any is acted on, what acting on them
 // misses most: the ticket or slot, the key's entry, its holder's state
-// and fence and, for a revocation, the entry's bucket. It sets warm[i] to
+// (and, for a wait, its fence) and, for a revocation, the entry's bucket. It sets warm[i] to
 // how many deadlines of ls[i] it read for, and reports whether any was
 // due. When many
 // deadlines fall due at once (a million pending leases are far larger
@@ -835,7 +841,10 @@ func (f *firing) warmLocked(ls []*deadlineList, now time.Duration, warm *[fireTo
 	for i, l := range ls {
 		for _, e := range ahead[i][:warm[i]] {
 			if c := e.Holder; c != nil {
-				sum += uintptr(unsafe.Pointer(c.st.Load())) + uintptr(c.lease.Fence)
+				sum += uintptr(unsafe.Pointer(c.st.Load()))
+				if l.p != forMaxHold { // a waiter whose wait passed reads the holder's lease
+					sum += uintptr(c.lease.Fence)
+				}
 			}
 			if l.p == forMaxHold { // the revocation deletes an entry nobody waits for
 				sum += l.sd.sh.WarmLocked(e)

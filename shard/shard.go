@@ -1,8 +1,8 @@
 // Package shard is the table of keys of a store: keys hashed onto a fixed
 // number of shards, each with its own mutex and its own hash table of key
 // entries.
-// An entry holds the key's holder and its line of waiters, and exists only
-// while it has one or the other.
+// An entry holds the key's name, its holder and its line of waiters, and
+// exists only while it has a holder or a waiter.
 //
 // Why shards: one mutex over every key would make every Hold in the process
 // queue on one cache line. With a fixed table of shards, each padded to
@@ -36,18 +36,28 @@
 package shard
 
 import (
+	"unique"
+
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/holdline/locks/waitq"
 )
 
-// Entry is the state of one key: its holder (the zero H when nobody holds
-// it) and its line of waiters. Entries are owned by their Shard and valid
-// only while its mutex is held; an entry given back to the shard by
-// DeleteLocked may be reused for another key.
+// Entry is the state of one key: its name (the lock's and the key's), its
+// holder (the zero H when nobody holds it) and its line of waiters.
+// Entries are owned by their Shard and valid only while its mutex is held;
+// an entry given back to the shard by DeleteLocked may be reused for
+// another key.
 type Entry[H comparable, T any] struct {
 	hash uint64
 	next *Entry[H, T] // the next entry in its bucket's chain, or the next free one
+	// The key's name, set by InsertLocked and never changed while the
+	// entry is the key's: what LookupLocked compares, so that nothing
+	// outside the shard, a holder's lease included, can make a key look
+	// free or another's. The lock's name is interned (unique.Make), one
+	// word, equal for every handle of one name.
+	lock unique.Handle[string]
+	key  string
 
 	// Holder is the key's holder, the zero H when the key is free.
 	Holder H
@@ -59,6 +69,12 @@ type Entry[H comparable, T any] struct {
 	// owner's tickets.
 	Line waitq.List[T]
 }
+
+// LockName returns the name of the lock e's key belongs to.
+func (e *Entry[H, T]) LockName() string { return e.lock.Value() }
+
+// Key returns the text of e's key.
+func (e *Entry[H, T]) Key() string { return e.key }
 
 // Idle reports whether the entry has neither a holder nor a waiter, the
 // moment it must be given back with DeleteLocked.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"unique"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -12,12 +13,13 @@ import (
 	"github.com/holdline/locks/shard"
 )
 
-// holder is a key's holder as the shard sees it: it names the key.
+// holder is a key's holder as the shard sees it: it names the key, as a
+// lease does, and may change what it names.
 type holder struct{ lock, key string }
 
 // insert adds an entry for lock's key, hash h, with a holder naming it.
 func insert(sh *shard.Shard[*holder, *ticket], h uint64, lock, key string) *shard.Entry[*holder, *ticket] {
-	e := sh.InsertLocked(h)
+	e := sh.InsertLocked(h, unique.Make(lock), key)
 	e.Holder = &holder{lock, key}
 	return e
 }
@@ -30,14 +32,14 @@ func remove(sh *shard.Shard[*holder, *ticket], e *shard.Entry[*holder, *ticket])
 
 // lookup finds the entry of lock's key, hash h.
 func lookup(sh *shard.Shard[*holder, *ticket], h uint64, lock, key string) *shard.Entry[*holder, *ticket] {
-	return sh.LookupLocked(h, func(g *holder) bool { return g.lock == lock && g.key == key })
+	return sh.LookupLocked(h, unique.Make(lock), key)
 }
 
 type ticket struct{}
 
 func TestEntryIsSmall(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) == 8 {
-		assert.Equal(t, uintptr(56), unsafe.Sizeof(shard.Entry[*holder, *ticket]{}), "an entry per held key: 56 bytes, in the 64-byte size class")
+		assert.Equal(t, uintptr(80), unsafe.Sizeof(shard.Entry[*holder, *ticket]{}), "an entry per held key: 80 bytes, a size class of its own")
 	}
 }
 
@@ -110,8 +112,10 @@ func TestInsertLookupDelete(t *testing.T) {
 	defer sh.Unlock()
 
 	assert.Nil(t, lookup(sh, 1, "l", "k"))
-	e := sh.InsertLocked(1)
+	e := sh.InsertLocked(1, unique.Make("l"), "k")
 	assert.True(t, e.Idle(), "a new entry is free, its line empty")
+	assert.Equal(t, "l", e.LockName())
+	assert.Equal(t, "k", e.Key())
 	e.Holder = &holder{"l", "k"}
 	assert.Same(t, e, lookup(sh, 1, "l", "k"))
 	assert.Nil(t, lookup(sh, 1, "l", "other"), "same hash, other key")
@@ -123,6 +127,19 @@ func TestInsertLookupDelete(t *testing.T) {
 	remove(sh, e)
 	assert.Nil(t, lookup(sh, 1, "l", "k"))
 	assert.Equal(t, 0, sh.LenLocked())
+}
+
+// TestTheEntryNamesItsKey: what the holder names, it may change; the
+// entry is still its key's, and no other key's.
+func TestTheEntryNamesItsKey(t *testing.T) {
+	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
+	sh.Lock()
+	defer sh.Unlock()
+	e := insert(sh, 1, "l", "k")
+	e.Holder.lock, e.Holder.key = "m", "other"
+	assert.Same(t, e, lookup(sh, 1, "l", "k"))
+	assert.Nil(t, lookup(sh, 1, "l", "other"))
+	assert.Nil(t, lookup(sh, 1, "m", "k"))
 }
 
 // TestHashCollisions gives three keys one hash: each is found, and each
@@ -163,11 +180,12 @@ func TestFreedEntriesAreReusedUpToALimit(t *testing.T) {
 		remove(sh, e)
 	}
 	assert.Equal(t, shard.KeepFree, sh.FreeLenLocked())
-	e := sh.InsertLocked(7)
+	e := sh.InsertLocked(7, unique.Make("l"), "new")
 	assert.Equal(t, shard.KeepFree-1, sh.FreeLenLocked())
 	assert.True(t, e.Idle(), "a reused entry comes back free, with an empty line")
 	e.Holder = &holder{"l", "new"}
 	assert.Same(t, e, lookup(sh, 7, "l", "new"))
+	assert.Nil(t, lookup(sh, 7, "l", "6"), "a reused entry is the new key's only")
 }
 
 // TestBucketsFollowTheKeys: a shard's buckets double as its entries
@@ -375,8 +393,9 @@ func TestChurnAllocatesNothing(t *testing.T) {
 	sh.Lock()
 	defer sh.Unlock()
 	h := &holder{"l", "k"}
+	l := unique.Make("l")
 	allocs := testing.AllocsPerRun(1000, func() {
-		e := sh.InsertLocked(5)
+		e := sh.InsertLocked(5, l, "k")
 		e.Holder = h
 		e.Holder = nil
 		remove(sh, e)

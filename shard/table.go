@@ -3,6 +3,7 @@ package shard
 import (
 	"math/bits"
 	"sync"
+	"unique"
 	"unsafe"
 
 	"github.com/holdline/locks/lease"
@@ -136,26 +137,28 @@ func (s *Shard[H, T]) TryLock() bool { return s.mu.TryLock() }
 // LenLocked returns the number of keys with an entry on the shard.
 func (s *Shard[H, T]) LenLocked() int { return int(s.n) }
 
-// LookupLocked returns the entry of the key whose hash is h and whose
-// holder is the key's as match says, or nil. An entry keeps no name of its
-// key: its holder does (an entry has a holder whenever the shard's mutex
-// is free), which keeps an entry to 64 bytes. A walk of one bucket's
-// chain (about one entry), match called only for entries of hash h
-// (almost always one); no allocation.
-func (s *Shard[H, T]) LookupLocked(h uint64, match func(H) bool) *Entry[H, T] {
+// LookupLocked returns the entry of key of the lock named lock, whose hash
+// is h, or nil. A walk of one bucket's chain (about one entry), the names
+// compared only for entries of hash h (almost always one); no allocation.
+//
+// The entry keeps its key's name, 24 bytes, where it used to ask its
+// holder's lease: a holder's function may write to its lease, and a key
+// whose name can be changed from outside can be made to look free (an
+// entry is 80 bytes, not 64).
+func (s *Shard[H, T]) LookupLocked(h uint64, lock unique.Handle[string], key string) *Entry[H, T] {
 	for e := s.buckets[h&uint64(len(s.buckets)-1)]; e != nil; e = e.next {
-		if e.hash == h && match(e.Holder) {
+		if e.hash == h && e.lock == lock && e.key == key {
 			return e
 		}
 	}
 	return nil
 }
 
-// InsertLocked adds an entry for a key whose hash is h and returns it,
-// free and with an empty line; the caller gives it its holder before it
-// lets the shard's mutex go. The key must not have an entry already. It
-// reuses a freed entry when the shard has one.
-func (s *Shard[H, T]) InsertLocked(h uint64) *Entry[H, T] {
+// InsertLocked adds an entry for key of the lock named lock, whose hash is
+// h, and returns it, free and with an empty line; the caller gives it its
+// holder before it lets the shard's mutex go. The key must not have an
+// entry already. It reuses a freed entry when the shard has one.
+func (s *Shard[H, T]) InsertLocked(h uint64, lock unique.Handle[string], key string) *Entry[H, T] {
 	e := s.free
 	if e != nil {
 		s.free, e.next = e.next, nil
@@ -163,7 +166,7 @@ func (s *Shard[H, T]) InsertLocked(h uint64) *Entry[H, T] {
 	} else {
 		e = new(Entry[H, T])
 	}
-	e.hash = h
+	e.hash, e.lock, e.key = h, lock, key
 	// At the chain's end, which the failed lookup before this walked:
 	// entries stand in their chain in the order they came (but where a
 	// shrink put one chain after another), so an entry deleted in that
@@ -193,7 +196,9 @@ func (s *Shard[H, T]) DeleteLocked(e *Entry[H, T]) {
 	}
 	*p = e.next
 	// Clear only what points elsewhere: the line is empty (its ends are
-	// nil), the holder is the zero H (DeleteLocked's rule).
+	// nil), the holder is the zero H (DeleteLocked's rule). The name is
+	// left to the next key's InsertLocked: a freed entry kept (at most
+	// keepFree a shard) keeps its key's text until then.
 	var none T
 	e.Ticket = none
 	if s.nfree < keepFree {
