@@ -110,8 +110,11 @@ func (sess *Session) Renew() error {
 
 // Close releases every grant of the session and takes its waiters out of
 // their lines at once: their Acquire fails Closed ("the session is
-// closed"). Release of a grant afterwards returns nil, or the grant's lost
-// error if it was lost before. Idempotent; it always returns nil.
+// closed"). A grant or wait that had lapsed (its ttl ran out unrenewed),
+// whether or not the store had acted on it yet, ends as at its lapse: the
+// lease lost ("its ttl ran out"), the Acquire failing Closed ("the session
+// expired"). Release of a grant afterwards returns nil, or the grant's
+// lost error if it was lost before. Idempotent; it always returns nil.
 func (sess *Session) Close() error {
 	sess.mu.Lock()
 	if sess.closed {
@@ -121,9 +124,13 @@ func (sess *Session) Close() error {
 	sess.closed = true
 	grants := sess.grants
 	sess.grants = nil
-	var members []member
+	var members, lapsed []member
+	var now time.Duration
+	if sess.store != nil {
+		now = sess.store.since()
+	}
 	for _, g := range sess.groups {
-		members = g.takeAllLocked(members)
+		members, lapsed = g.takeAllLocked(members, lapsed, now)
 		// Its timer goes too, rather than wake the store at its old
 		// instant and keep the session until then; one the timer
 		// goroutine has taken finds the group empty.
@@ -136,6 +143,7 @@ func (sess *Session) Close() error {
 		s.sessionsMu.Lock()
 		delete(s.sessions, sess.self)
 		s.sessionsMu.Unlock()
+		s.lapse(lapsed, new(firing))
 		s.dismiss(members, dismissed)
 	}
 	for g := range grants {
@@ -176,19 +184,27 @@ func (g *ttlGroup) headLocked() *waiter {
 	return nil
 }
 
-// takeAllLocked appends every member of g to ms and empties g.
-func (g *ttlGroup) takeAllLocked(ms []member) []member {
+// takeAllLocked empties g: it appends to lapsed its members that lapsed
+// by instant now (at a Renew that came too late, or since), marked so
+// (lapseAt), and the others to ms.
+func (g *ttlGroup) takeAllLocked(ms, lapsed []member, now time.Duration) ([]member, []member) {
 	for w := g.headLocked(); w != nil; w = g.headLocked() {
+		if at := g.lapseLocked(w); at <= now {
+			g.unlinkLocked(w)
+			w.lapseAt = at
+			lapsed = append(lapsed, member{w, w.c})
+			continue
+		}
 		g.unlinkLocked(w)
 		ms = append(ms, member{w, w.c})
 	}
 	for _, w := range g.lapsed {
-		w.grp, w.lapseAt = nil, 0
-		ms = append(ms, member{w, w.c})
+		w.grp = nil
+		lapsed = append(lapsed, member{w, w.c})
 	}
 	clear(g.lapsed)
 	g.lapsed = g.lapsed[:0]
-	return ms
+	return ms, lapsed
 }
 
 // joinLocked makes w, a hold of a lock of the given ttl starting at
@@ -200,7 +216,7 @@ func (sess *Session) joinLocked(w *waiter, ttl, start time.Duration) bool {
 	if sess.closed {
 		return false
 	}
-	w.sess = sess
+	w.sess, w.lapseAt = sess, 0 // a record's last session may have left it marked
 	g := sess.groupLocked(ttl)
 	g.pushLocked(w, start)
 	if !g.timer.armed {
@@ -288,14 +304,21 @@ func (s *store) fireGroup(g *ttlGroup, now time.Duration, f *firing) {
 	sess := g.sess
 	var ms []member
 	sess.mu.Lock()
+	// Those taken keep their mark (lapseAt): a Release that comes before
+	// the lapse below has acted still finds the lease lapsed.
 	for _, w := range g.lapsed {
-		w.grp, w.lapseAt = nil, 0
+		w.grp = nil
 		ms = append(ms, member{w, w.c})
 	}
 	clear(g.lapsed)
 	g.lapsed = g.lapsed[:0]
-	for w := g.headLocked(); w != nil && g.lapseLocked(w) <= now; w = g.headLocked() {
+	for w := g.headLocked(); w != nil; w = g.headLocked() {
+		at := g.lapseLocked(w)
+		if at > now {
+			break
+		}
 		g.unlinkLocked(w)
+		w.lapseAt = at
 		ms = append(ms, member{w, w.c})
 	}
 	if g.members.Len() > 0 {
@@ -390,10 +413,12 @@ func (g *Grant) Release() error {
 		sess.mu.Lock()
 		delete(sess.grants, g)
 		var lapsed []member
-		if w := g.h.w; w.grp != nil && w.lapseAt != 0 {
-			// It lapsed, and its group's timer has not acted on it yet:
-			// act now, so that Release says it was lost, as Renew's doc
-			// promises a lapsed lease stays lapsed.
+		w := g.h.w
+		if w.lapseAt != 0 || w.grp != nil && w.grp.lapseLocked(w) <= sess.store.since() {
+			// It lapsed, and its group's timer has not acted on it yet, or
+			// is acting on it: act now (a lapse acts once), so that Release
+			// says it was lost, as Renew's doc promises a lapsed lease
+			// stays lapsed.
 			sess.leaveGroupLocked(w)
 			lapsed = append(lapsed, member{w, w.c})
 		}

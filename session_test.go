@@ -2,6 +2,7 @@ package locks_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -153,6 +154,48 @@ func TestReleaseOfALapsedGrant(t *testing.T) {
 		}
 		require.Equal(t, uint64(10), st.Stats().RevokedTTL)
 	})
+}
+
+// TestCloseAfterALapse: a session closed after its grant's ttl ran out,
+// whether or not the store has acted on the lapse yet (at the lapse
+// instant, at a Renew that came too late, or with a Renew racing the
+// store's timer), loses the lease as at its lapse (SPEC §8): Release
+// returns the lost error, and the grant's context ends with it as its
+// cause; a wait that lapsed fails "the session expired", not "the session
+// is closed".
+func TestCloseAfterALapse(t *testing.T) {
+	const lost = `lock invoices: key "9": the lease was lost: its ttl ran out`
+	const expired = `lock invoices: key "9": the session expired: closed`
+	for _, renew := range []bool{false, true} {
+		t.Run(fmt.Sprintf("renewed late %v", renew), func(t *testing.T) {
+			for range 20 { // the store's timer and Close race differently each time
+				synctest.Test(t, func(t *testing.T) {
+					st, l := ttlLock(t)
+					holder := st.NewSession()
+					defer holder.Close()
+					g := acquire(t, l, holder, 9)
+					sess := st.NewSession()
+					errc := make(chan error, 1)
+					go func() {
+						_, err := l.Acquire(context.Background(), sess, 9, locks.Wait(time.Hour))
+						errc <- err
+					}()
+					synctest.Wait()
+					time.Sleep(ttl) // both lapse now
+					if renew {
+						require.NoError(t, holder.Renew())
+						require.NoError(t, sess.Renew())
+					}
+					require.NoError(t, holder.Close())
+					require.NoError(t, sess.Close())
+					require.EqualError(t, g.Release(), lost)
+					require.EqualError(t, context.Cause(g.Context()), lost)
+					require.EqualError(t, <-errc, expired)
+					requireFree(t, l, 9)
+				})
+			}
+		})
+	}
 }
 
 // TestSessionWaitLapses: a session waiting for a key, not renewed, leaves
