@@ -189,10 +189,14 @@ func (s *store) close() {
 
 // Shutdown closes the store as Close does, then waits until every function
 // that was running under one of its keys has returned, or until ctx ends.
-// It returns nil when they all returned, and ctx's error otherwise. Called
+// It returns nil when they all returned, and otherwise ctx's error (which
+// errors.Is matches to both ctx.Err() and context.Cause(ctx)). Called
 // from inside a held function, it waits for that function too, so only
-// until ctx ends.
+// until ctx ends. A nil ctx fails Invalid, and closes nothing.
 func (s *Store) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		return newError(Invalid, "", "", "the context is nil")
+	}
 	if s.store == nil {
 		return nil
 	}
@@ -207,7 +211,7 @@ func (s *Store) Shutdown(ctx context.Context) error {
 		select {
 		case <-drained:
 		case <-ctx.Done():
-			return ctx.Err()
+			return endedError(ctx)
 		}
 	}
 }

@@ -209,6 +209,14 @@ func TestShutdownContextEnds(t *testing.T) {
 		cancel2()
 		require.ErrorIs(t, st.Shutdown(canceled), context.Canceled)
 
+		// A context ended with a cause of its own: matched too (SPEC §3).
+		why := errors.New("the deploy's budget is spent")
+		caused, cancel3 := context.WithCancelCause(context.Background())
+		cancel3(why)
+		err = st.Shutdown(caused)
+		require.ErrorIs(t, err, context.Canceled)
+		require.ErrorIs(t, err, why)
+
 		done := make(chan error, 1)
 		go func() { done <- st.Shutdown(context.Background()) }()
 		time.Sleep(time.Minute)
@@ -217,6 +225,19 @@ func TestShutdownContextEnds(t *testing.T) {
 		require.ErrorIs(t, h.finish(), locks.ErrLost)
 		require.NoError(t, <-done)
 	})
+}
+
+// TestShutdownNilContext: Shutdown(nil) fails Invalid, never a panic, and
+// closes nothing.
+func TestShutdownNilContext(t *testing.T) {
+	st, l := newLock(t)
+	h := holding(t, l, 9)
+	err := st.Shutdown(nil)
+	requireKind(t, err, locks.ErrInvalid, locks.Invalid, "", "")
+	require.EqualError(t, err, "the context is nil: invalid")
+	requireHeld(t, l, 9)
+	require.NoError(t, l.Hold(context.Background(), 10, nop), "the store is open")
+	require.NoError(t, h.finish())
 }
 
 // TestShutdownIdle: with nothing running Shutdown returns nil at once.

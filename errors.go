@@ -204,11 +204,18 @@ func lostError(lock, key string, r loss) *Error {
 // canceledError is the error of a hold whose ctx ended before it held the
 // key: it matches both ctx.Err() and context.Cause(ctx).
 func canceledError(lock, key string, ctx context.Context) *Error {
-	var cause error = ctxEnded{ctx.Err(), context.Cause(ctx)}
-	if c := cause.(ctxEnded); c.cause == nil || c.cause == c.err {
-		cause = c.err
+	return &Error{Kind: Canceled, Lock: lock, Key: key, Reason: "the hold's context ended", Cause: endedError(ctx)}
+}
+
+// endedError returns the error of ctx, which has ended: its Err, or,
+// where it was given a distinct cause, an error that errors.Is matches to
+// both.
+func endedError(ctx context.Context) error {
+	err, cause := ctx.Err(), context.Cause(ctx)
+	if cause == nil || cause == err {
+		return err
 	}
-	return &Error{Kind: Canceled, Lock: lock, Key: key, Reason: "the hold's context ended", Cause: cause}
+	return ctxEnded{err, cause}
 }
 
 // ctxEnded is a context's error with the distinct cause it was given

@@ -73,7 +73,7 @@ func marshaledKeyText(key any, t reflect.Type) (string, string) {
 		return "", "the key's MarshalText failed (" + t.String() + "): " + err.Error()
 	}
 	s := string(b)
-	return s, checkText(s)
+	return s, checkTypedText(s, t)
 }
 
 // directIface reports whether an interface holds a value of t in its data
@@ -109,7 +109,7 @@ func reflectKeyText(key any) (string, string) {
 	switch v.Kind() {
 	case reflect.String:
 		s := v.String()
-		return s, checkText(s)
+		return s, checkTypedText(s, v.Type())
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return strconv.FormatInt(v.Int(), 10), ""
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
@@ -117,14 +117,14 @@ func reflectKeyText(key any) (string, string) {
 	case reflect.Slice:
 		if v.Type().Elem() == byteType {
 			s := string(v.Bytes())
-			return s, checkText(s)
+			return s, checkTypedText(s, v.Type())
 		}
 	case reflect.Array:
 		if v.Type().Elem() == byteType {
 			b := make([]byte, v.Len())
 			reflect.Copy(reflect.ValueOf(b), v)
 			s := string(b)
-			return s, checkText(s)
+			return s, checkTypedText(s, v.Type())
 		}
 	}
 	return "", "a key is a string, an integer, a []byte, a [N]byte or an encoding.TextMarshaler, not a " + v.Type().String()
@@ -137,6 +137,16 @@ func checkText(s string) string {
 		return "the key is empty"
 	case len(s) > MaxKeyLen:
 		return "the key is " + strconv.Itoa(len(s)) + " bytes long, more than " + strconv.Itoa(MaxKeyLen)
+	}
+	return ""
+}
+
+// checkTypedText is checkText for the text of a key of type t other than
+// string and []byte: what is wrong names the type, so that a bad
+// InvoiceID("") is told from a bad key of another type.
+func checkTypedText(s string, t reflect.Type) string {
+	if why := checkText(s); why != "" {
+		return why + " (" + t.String() + ")"
 	}
 	return ""
 }

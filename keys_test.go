@@ -161,8 +161,9 @@ func TestKeyLength(t *testing.T) {
 }
 
 // TestInvalidKeys: nil, floats, structs and other kinds, empty and longer
-// text are invalid. The call fails at once, names the lock, runs
-// nothing and uses no fence: the key, held or free, stays as it was.
+// text are invalid. The call fails at once, names the lock (and the key's
+// type, but for string and []byte keys), runs nothing and uses no fence:
+// the key, held or free, stays as it was.
 func TestInvalidKeys(t *testing.T) {
 	type point struct{ X, Y int }
 	long := strings.Repeat("k", locks.MaxKeyLen+1)
@@ -214,6 +215,11 @@ func TestInvalidKeys(t *testing.T) {
 			require.Equal(t, name, e.Lock)
 			require.True(t, strings.HasPrefix(err.Error(), "lock invoices: "), "message %q", err)
 			require.True(t, strings.HasSuffix(err.Error(), ": invalid"), "message %q", err)
+			switch c.key.(type) {
+			case nil, string, []byte:
+			default:
+				require.Contains(t, err.Error(), fmt.Sprintf("%T", c.key), "the message names the key's type (SPEC §2)")
+			}
 
 			ok, err := l.TryHold(context.Background(), c.key, mustNotRun(t))
 			require.False(t, ok)
