@@ -302,6 +302,13 @@ func (st *ctxState) causeOf(c *holdContext) error {
 // chain checks them all.
 type markKey struct{}
 
+// sessionParent is the parent of a session's hold's context: the caller's
+// context without its cancellation (context.WithoutCancel), of a type of
+// its own so that Holders tells a session's hold by it (a key's entry
+// keeps no waiter record), and only this hold's: a hold made inside it has
+// its context as parent.
+type sessionParent struct{ context.Context }
+
 // txMark marks a context as running inside a write transaction.
 type txMark struct{}
 

@@ -17,7 +17,6 @@ func (s *store) revokeLocked(sd *shardLocal, e *keyEntry, r loss) (chan<- state,
 	c.loseLocked(r)
 	sd.sh.Counts.Revoked++
 	sd.revoked[r]++
-	e.Ticket = nil
 	return s.passLocked(sd, e), c
 }
 
@@ -41,7 +40,7 @@ func (s *store) closeShard(sd *shardLocal) {
 			sh.Counts.Revoked++
 			sd.revoked[lostClosed]++
 			lose = append(lose, c)
-			e.Holder, e.Ticket = nil, nil
+			e.Holder = nil
 		}
 		sh.DeleteLocked(e)
 		return true

@@ -254,7 +254,7 @@ func (l *Lock) check(ctx context.Context, key any, opts []Option, fn HoldFunc) (
 func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Session) (hold, error) {
 	parent := ctx
 	if sess != nil {
-		parent = context.WithoutCancel(ctx) // the grant outlives the call
+		parent = sessionParent{context.WithoutCancel(ctx)} // the grant outlives the call
 	}
 	var h hold
 	joined, err := l.enter(&h, newHoldContext(parent, l.state.name, text), &set, sess)
@@ -364,7 +364,6 @@ func (s *store) grantSessionLocked(h *hold, sd *shardLocal, e *keyEntry, c *hold
 		return newError(Closed, c.lease.Lock, c.lease.Key, "the session is closed")
 	}
 	w.due = s.grantLocked(sd, e, c, set.maxHold, at)
-	e.Ticket = &w.ticket
 	sh.Unlock()
 	h.c, h.sd, h.e, h.w = c, sd, e, w
 	return nil
@@ -610,7 +609,7 @@ func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 		}
 		if el == nil {
 			e.Holder = nil
-			sd.sh.DeleteLocked(e) // which clears e.Ticket
+			sd.sh.DeleteLocked(e)
 			return nil
 		}
 		w = el.Value.w
@@ -636,7 +635,6 @@ func (s *store) passLocked(sd *shardLocal, e *keyEntry) chan<- state {
 		w.ready <- why
 	}
 	w.state = holding
-	e.Ticket = &w.ticket
 	if w.maxHold > 0 {
 		w.due = s.grantLocked(sd, e, w.c, w.maxHold, at)
 		return w.ready

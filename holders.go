@@ -98,9 +98,7 @@ func (s *store) holderLocked(e *keyEntry, now time.Duration) Holder {
 	// The key as its entry names it: a function may have written to its
 	// lease, and the view lists every holder under the key it holds.
 	h.Lease.Lock, h.Lease.Key = e.LockName(), e.Key()
-	if t := e.Ticket; t != nil && t.w != nil && t.w.sess != nil {
-		h.Session = true
-	}
+	_, h.Session = e.Holder.parent.(sessionParent)
 	if head := e.Line.Front(); head != nil {
 		h.OldestWait = max(now-head.Value.w.since, 0)
 	}

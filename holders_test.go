@@ -66,6 +66,15 @@ func TestHolders(t *testing.T) {
 		require.Equal(t, 2*time.Second, keyed[0].HeldFor)
 		require.Equal(t, 1, keyed[0].Waiters)
 		require.NoError(t, w1.finish())
+
+		// A hold made inside the session's grant is not the session's.
+		inner := startHold(t, g.Context(), l, "inner")
+		<-inner.granted
+		keyed, err = st.Holders("invoices", "inner")
+		require.NoError(t, err)
+		require.Len(t, keyed, 1)
+		require.False(t, keyed[0].Session)
+		require.NoError(t, inner.finish())
 		require.NoError(t, g.Release())
 
 		_, err = st.Holders("", 9)

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strconv"
 	"unsafe"
+
+	"github.com/holdline/locks/shard"
 )
 
 // keyText returns the text form of key, the key's identity, or what is
@@ -129,6 +131,10 @@ func reflectKeyText(key any) (string, string) {
 	}
 	return "", "a key is a string, an integer, a []byte, a [N]byte or an encoding.TextMarshaler, not a " + v.Type().String()
 }
+
+// keyLenFits fails to compile if a key may be longer than a key's entry
+// can name (shard.MaxKeyLen).
+var _ [shard.MaxKeyLen - MaxKeyLen]struct{}
 
 // checkText returns what is wrong with a text key, or "".
 func checkText(s string) string {

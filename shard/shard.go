@@ -37,6 +37,7 @@ package shard
 
 import (
 	"unique"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -49,32 +50,31 @@ import (
 // an entry given back to the shard by DeleteLocked may be reused for
 // another key.
 type Entry[H comparable, T any] struct {
-	hash uint64
+	hash uint64       // entryHash of the key's hash and text
 	next *Entry[H, T] // the next entry in its bucket's chain, or the next free one
+
+	// Holder is the key's holder, the zero H when the key is free.
+	Holder H
+	// Line is the key's line of waiters, first come first served: the
+	// owner's tickets.
+	Line waitq.List[T]
+
 	// The key's name, set by InsertLocked and never changed while the
 	// entry is the key's: what LookupLocked compares, so that nothing
 	// outside the shard, a holder's lease included, can make a key look
 	// free or another's. The lock's name is interned (unique.Make), one
-	// word, equal for every handle of one name.
+	// word, equal for every handle of one name; the key's text is the
+	// address of its bytes, its length in hash: 64 bytes in all, one size
+	// class, where a string would make 72 and the size class of 80.
 	lock unique.Handle[string]
-	key  string
-
-	// Holder is the key's holder, the zero H when the key is free.
-	Holder H
-	// Ticket is the owner's record beside the holder, the zero T when it
-	// has none (the store keeps there, for a holder that waited or is a
-	// session's, the way to its waiter record). DeleteLocked clears it.
-	Ticket T
-	// Line is the key's line of waiters, first come first served: the
-	// owner's tickets.
-	Line waitq.List[T]
+	key  *byte
 }
 
 // LockName returns the name of the lock e's key belongs to.
 func (e *Entry[H, T]) LockName() string { return e.lock.Value() }
 
 // Key returns the text of e's key.
-func (e *Entry[H, T]) Key() string { return e.key }
+func (e *Entry[H, T]) Key() string { return unsafe.String(e.key, e.hash&keyLenMask) }
 
 // Idle reports whether the entry has neither a holder nor a waiter, the
 // moment it must be given back with DeleteLocked.
@@ -83,12 +83,27 @@ func (e *Entry[H, T]) Idle() bool {
 	return e.Holder == none && e.Line.Len() == 0
 }
 
+// MaxKeyLen is the longest key text, in bytes, a Table takes: an entry
+// keeps its key's length in keyLenBits bits.
+const MaxKeyLen = keyLenMask
+
+const (
+	keyLenBits = 11
+	keyLenMask = 1<<keyLenBits - 1
+)
+
 // Hash returns the 64-bit hash of a key: the xxhash of its text mixed with
 // lockHash, the hash of its lock's name (see LockHash). One pass over the
 // key; no allocation.
 func Hash(lockHash uint64, key string) uint64 {
 	return xxhash.Sum64String(key) ^ lockHash
 }
+
+// entryHash is what an entry of a key of hash h keeps of it: the hash's
+// low 53 bits above the key's length, key being at most MaxKeyLen bytes
+// (the entry keeps its text's bytes, not a string). Its bits above the
+// length are h's, the ones a bucket is chosen by.
+func entryHash(h uint64, key string) uint64 { return h<<keyLenBits | uint64(len(key)) }
 
 // LockHash returns the hash of a lock name, computed once per lock and
 // mixed into the hash of each of its keys, so that one key text under two

@@ -3,6 +3,7 @@ package shard_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"unique"
 	"unsafe"
@@ -39,7 +40,7 @@ type ticket struct{}
 
 func TestEntryIsSmall(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) == 8 {
-		assert.Equal(t, uintptr(80), unsafe.Sizeof(shard.Entry[*holder, *ticket]{}), "an entry per held key: 80 bytes, a size class of its own")
+		assert.Equal(t, uintptr(64), unsafe.Sizeof(shard.Entry[*holder, *ticket]{}), "an entry per held key: 64 bytes, a size class")
 	}
 }
 
@@ -140,6 +141,19 @@ func TestTheEntryNamesItsKey(t *testing.T) {
 	assert.Same(t, e, lookup(sh, 1, "l", "k"))
 	assert.Nil(t, lookup(sh, 1, "l", "other"))
 	assert.Nil(t, lookup(sh, 1, "m", "k"))
+}
+
+// TestLongKeys: a key of MaxKeyLen bytes has an entry that names it
+// whole, and one a byte shorter, of the same hash, is another key.
+func TestLongKeys(t *testing.T) {
+	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
+	sh.Lock()
+	defer sh.Unlock()
+	long := strings.Repeat("k", shard.MaxKeyLen)
+	e := insert(sh, 3, "l", long)
+	assert.Equal(t, long, e.Key())
+	assert.Same(t, e, lookup(sh, 3, "l", strings.Clone(long)), "its text compared, not its address")
+	assert.Nil(t, lookup(sh, 3, "l", long[1:]))
 }
 
 // TestHashCollisions gives three keys one hash: each is found, and each

@@ -60,7 +60,7 @@ type Shard[H comparable, T any] struct {
 	n       int32        // entries (2^31 of them would take 128 GiB)
 	free    *Entry[H, T] // freed entries kept for reuse, linked through next
 	// buckets: a power of two of them; entry e is in the chain, linked
-	// through next, of buckets[e.hash&(len(buckets)-1)].
+	// through next, of buckets[bucket(e.hash, len(buckets))].
 	buckets []*Entry[H, T]
 
 	// Padding to whole padding units; not the last field, where a
@@ -138,26 +138,34 @@ func (s *Shard[H, T]) TryLock() bool { return s.mu.TryLock() }
 func (s *Shard[H, T]) LenLocked() int { return int(s.n) }
 
 // LookupLocked returns the entry of key of the lock named lock, whose hash
-// is h, or nil. A walk of one bucket's chain (about one entry), the names
-// compared only for entries of hash h (almost always one); no allocation.
+// is h, or nil (key at most MaxKeyLen bytes). A walk of one bucket's chain (about one entry), the
+// names compared only for entries of hash h (almost always one); no
+// allocation.
 //
-// The entry keeps its key's name, 24 bytes, where it used to ask its
-// holder's lease: a holder's function may write to its lease, and a key
-// whose name can be changed from outside can be made to look free (an
-// entry is 80 bytes, not 64).
+// The entry keeps its key's name, where it used to ask its holder's lease:
+// a holder's function may write to its lease, and a key whose name can be
+// changed from outside can be made to look free.
 func (s *Shard[H, T]) LookupLocked(h uint64, lock unique.Handle[string], key string) *Entry[H, T] {
-	for e := s.buckets[h&uint64(len(s.buckets)-1)]; e != nil; e = e.next {
-		if e.hash == h && e.lock == lock && e.key == key {
+	eh := entryHash(h, key)
+	for e := s.buckets[bucket(eh, len(s.buckets))]; e != nil; e = e.next {
+		// Equal entry hashes are equal lengths.
+		if e.hash == eh && e.lock == lock && (e.key == unsafe.StringData(key) || unsafe.String(e.key, len(key)) == key) {
 			return e
 		}
 	}
 	return nil
 }
 
+// bucket returns the bucket, among n (a power of two), of an entry whose
+// entryHash is eh: the low bits of its key's hash.
+func bucket(eh uint64, n int) uint64 { return eh >> keyLenBits & uint64(n-1) }
+
 // InsertLocked adds an entry for key of the lock named lock, whose hash is
-// h, and returns it, free and with an empty line; the caller gives it its
-// holder before it lets the shard's mutex go. The key must not have an
-// entry already. It reuses a freed entry when the shard has one.
+// h (key at most MaxKeyLen bytes), and returns it, free and with an empty line; the caller gives
+// it its holder before it lets the shard's mutex go. The key must not have
+// an entry already. It reuses a freed entry when the shard has one. The
+// entry keeps key's bytes from the collector until it is reused or
+// dropped.
 func (s *Shard[H, T]) InsertLocked(h uint64, lock unique.Handle[string], key string) *Entry[H, T] {
 	e := s.free
 	if e != nil {
@@ -166,12 +174,12 @@ func (s *Shard[H, T]) InsertLocked(h uint64, lock unique.Handle[string], key str
 	} else {
 		e = new(Entry[H, T])
 	}
-	e.hash, e.lock, e.key = h, lock, key
+	e.hash, e.lock, e.key = entryHash(h, key), lock, unsafe.StringData(key)
 	// At the chain's end, which the failed lookup before this walked:
 	// entries stand in their chain in the order they came (but where a
 	// shrink put one chain after another), so an entry deleted in that
 	// order, as deadlines fire, oldest first, is mostly first in its chain.
-	p := &s.buckets[h&uint64(len(s.buckets)-1)]
+	p := &s.buckets[bucket(e.hash, len(s.buckets))]
 	for *p != nil {
 		p = &(*p).next
 	}
@@ -190,17 +198,15 @@ func (s *Shard[H, T]) InsertLocked(h uint64, lock unique.Handle[string], key str
 // many keys.
 func (s *Shard[H, T]) DeleteLocked(e *Entry[H, T]) {
 	s.n--
-	p := &s.buckets[e.hash&uint64(len(s.buckets)-1)]
+	p := &s.buckets[bucket(e.hash, len(s.buckets))]
 	for *p != e {
 		p = &(*p).next
 	}
 	*p = e.next
-	// Clear only what points elsewhere: the line is empty (its ends are
-	// nil), the holder is the zero H (DeleteLocked's rule). The name is
-	// left to the next key's InsertLocked: a freed entry kept (at most
-	// keepFree a shard) keeps its key's text until then.
-	var none T
-	e.Ticket = none
+	// Nothing to clear: the line is empty (its ends are nil), the holder
+	// is the zero H (DeleteLocked's rule). The name is left to the next
+	// key's InsertLocked: a freed entry kept (at most keepFree a shard)
+	// keeps its key's text until then.
 	if s.nfree < keepFree {
 		e.next, s.free = s.free, e
 		s.nfree++
@@ -235,7 +241,7 @@ func fitBuckets(n int) int {
 // flight together instead of one after another. It changes nothing.
 func (s *Shard[H, T]) WarmLocked(e *Entry[H, T]) uintptr {
 	var sum uintptr
-	for p := s.buckets[e.hash&uint64(len(s.buckets)-1)]; p != e && p != nil; p = p.next {
+	for p := s.buckets[bucket(e.hash, len(s.buckets))]; p != e && p != nil; p = p.next {
 		sum += uintptr(p.hash)
 	}
 	return sum
@@ -268,12 +274,11 @@ func (s *Shard[H, T]) resizeLocked(size int) {
 		s.buckets = buckets
 		return
 	}
-	mask := uint64(size - 1)
 	for _, e := range s.buckets {
 		for e != nil {
 			next := e.next
 			e.next = nil
-			p := &buckets[e.hash&mask]
+			p := &buckets[bucket(e.hash, size)]
 			for *p != nil {
 				p = &(*p).next
 			}
