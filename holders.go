@@ -90,14 +90,15 @@ func (s *Store) Holders(lock string, keys ...any) ([]Holder, error) {
 // holderLocked describes e's holder at instant now, read under the shard's
 // lock (so no earlier than the grant).
 func (s *store) holderLocked(e *keyEntry, now time.Duration) Holder {
+	// The key as its entry names it, the rest from the lease: a function
+	// may have written to its lease (Lease's doc says what that races
+	// with), and the view lists every holder under the key it holds.
+	ls := &e.Holder.lease
 	h := Holder{
-		Lease:   e.Holder.lease,
+		Lease:   Lease{Lock: e.LockName(), Key: e.Key(), Fence: ls.Fence, Granted: ls.Granted, Deadline: ls.Deadline},
 		HeldFor: s.heldForLocked(e, now),
 		Waiters: e.Line.Len(),
 	}
-	// The key as its entry names it: a function may have written to its
-	// lease, and the view lists every holder under the key it holds.
-	h.Lease.Lock, h.Lease.Key = e.LockName(), e.Key()
 	_, h.Session = e.Holder.parent.(sessionParent)
 	if head := e.Line.Front(); head != nil {
 		h.OldestWait = max(now-head.Value.w.since, 0)

@@ -3,6 +3,7 @@ package locks_test
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -53,6 +54,37 @@ func TestWritingTheLeaseChangesNoGrant(t *testing.T) {
 		require.NoError(t, next.finish())
 		requireFree(t, l, "9")
 	})
+}
+
+// TestHoldersReadsNoNameFromTheLease: Holders names a holder's key from
+// the key's entry, so a function writing its lease's Lock and Key races
+// with nothing of the store's (run with -race).
+func TestHoldersReadsNoNameFromTheLease(t *testing.T) {
+	st, l := newLock(t)
+	writing, stop, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- l.Hold(context.Background(), "9", func(_ context.Context, ls *locks.Lease) error {
+			close(writing)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return nil
+				default:
+					ls.Lock, ls.Key = "refunds", strconv.Itoa(i)
+				}
+			}
+		})
+	}()
+	<-writing
+	for range 100 {
+		holders, err := st.Holders(name)
+		require.NoError(t, err)
+		require.Len(t, holders, 1)
+		require.Equal(t, "9", holders[0].Lease.Key)
+		require.Equal(t, name, holders[0].Lease.Lock)
+	}
+	close(stop)
+	require.NoError(t, <-done)
 }
 
 // TestAReleasedHoldIsNotKeptByItsMaxHold: once a hold with a maxHold is
@@ -113,4 +145,14 @@ func TestAReleasedHoldIsNotKeptByItsMaxHold(t *testing.T) {
 	requireCollected(ca, "the first of three")
 	require.NoError(t, finishB()) // alone again
 	requireCollected(cb, "the last one left")
+
+	// Released between two that stay, then uncovered at the back.
+	finishA, _ = holdsWith("a")
+	finishB, cb = holdsWith("b")
+	finishC, cc = holdsWith("c")
+	require.NoError(t, finishB()) // stale, between a and c
+	require.NoError(t, finishC())
+	requireCollected(cc, "the last of three, after the middle one")
+	requireCollected(cb, "the middle one, left at the back")
+	require.NoError(t, finishA())
 }

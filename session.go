@@ -235,16 +235,18 @@ func (sess *Session) regrantLocked(w *waiter, at time.Duration) state {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	g := w.grp
+	// A lapse first: a wait that lapsed before its session closed ends as
+	// lapsed (Close marks it so, as the store's timer does).
+	if w.lapseAt != 0 || g != nil && g.lapseLocked(w) <= at {
+		sess.leaveGroupLocked(w)
+		return expired
+	}
 	if sess.closed {
 		sess.leaveGroupLocked(w)
 		return dismissed
 	}
 	if g == nil {
 		return expired // taken out by its lapse, which finds it gone
-	}
-	if w.lapseAt != 0 || g.lapseLocked(w) <= at {
-		sess.leaveGroupLocked(w)
-		return expired
 	}
 	g.unlinkLocked(w)
 	g.pushLocked(w, at) // the latest start: the group stays in order

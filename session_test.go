@@ -198,6 +198,33 @@ func TestCloseAfterALapse(t *testing.T) {
 	}
 }
 
+// TestCloseAfterALapseOfItsOwnGrantAndWait: a session that holds a key
+// and waits for it again, both lapsing at once, then closes: the grant is
+// lost, and the wait, handed the key as the grant goes, fails "the session
+// expired", not "the session is closed".
+func TestCloseAfterALapseOfItsOwnGrantAndWait(t *testing.T) {
+	const lost = `lock invoices: key "9": the lease was lost: its ttl ran out`
+	const expired = `lock invoices: key "9": the session expired: closed`
+	for range 50 { // the store's timer and Close race differently each time
+		synctest.Test(t, func(t *testing.T) {
+			st, l := ttlLock(t)
+			sess := st.NewSession()
+			g := acquire(t, l, sess, 9)
+			errc := make(chan error, 1)
+			go func() {
+				_, err := l.Acquire(context.Background(), sess, 9, locks.Wait(time.Hour))
+				errc <- err
+			}()
+			synctest.Wait()
+			time.Sleep(ttl) // both lapse now
+			require.NoError(t, sess.Close())
+			require.EqualError(t, g.Release(), lost)
+			require.EqualError(t, <-errc, expired)
+			requireFree(t, l, 9)
+		})
+	}
+}
+
 // TestSessionWaitLapses: a session waiting for a key, not renewed, leaves
 // the line at its ttl and is never granted; a renewed one keeps waiting.
 func TestSessionWaitLapses(t *testing.T) {

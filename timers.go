@@ -63,7 +63,8 @@ const maxInstant = time.Duration(math.MaxInt64)
 // stale. A slot taken off the queue is cleared, so that a released hold's
 // context, and the caller's context it keeps, are not kept from the
 // collector by a queue: only a stale slot between live ones keeps its
-// context until it comes due or the queue is compacted. A list
+// context, until it comes due, an end of the queue reaches it, or the
+// queue, more than two thirds stale, is compacted. A list
 // whose live count reaches zero empties its queue at once, without a
 // look. So arming a maxHold writes a slot and disarming it counts down,
 // with no record of its own (a free key's hold took a bare ticket, 48
@@ -344,10 +345,12 @@ func (l *deadlineList) pushLocked(e *keyEntry, c *holdContext, at time.Duration)
 }
 
 // leaveLocked takes the maxHold of e's holder c, a live slot of l, out of
-// l's count, and out of its queue if it is the last or the first slot;
-// elsewhere it is left, stale, until more than twice as many slots as are
-// live (and keepQueue) are stale, when the queue keeps its live ones only.
-// O(1) amortized: a slot goes stale at most once.
+// l's count, and out of its queue if it is the last or the first slot,
+// with the stale slots that this leaves at that end; elsewhere it is
+// left, stale, until more than twice as many slots as are live are stale,
+// when the queue keeps its live ones only. So a queue keeps at most twice
+// as many released holds' contexts as it has live holds. O(1) amortized:
+// a slot goes stale, and is read for it, at most once.
 func (l *deadlineList) leaveLocked(e *keyEntry, c *holdContext) {
 	l.n--
 	if l.n == 0 {
@@ -355,16 +358,22 @@ func (l *deadlineList) leaveLocked(e *keyEntry, c *holdContext) {
 		return
 	}
 	if last := len(l.due) - 1; l.due[last].c == c {
-		l.due[last] = dueHold{}
+		// The slots before it that are stale go too: released behind it,
+		// they would keep their contexts until a compaction.
+		for l.due[last] = (dueHold{}); !l.due[last-1].liveLocked(); last-- {
+			l.due[last-1] = dueHold{}
+		}
 		l.due = l.due[:last]
 	} else if d := &l.due[l.first]; d.c == c {
-		*d = dueHold{}
+		for *d = (dueHold{}); !l.due[l.first+1].liveLocked(); l.first++ {
+			l.due[l.first+1] = dueHold{}
+		}
 		l.first++
-	} else if stale := len(l.due) - l.first - l.n; stale > 2*l.n && stale > keepQueue {
+	} else if stale := len(l.due) - l.first - l.n; stale > 2*l.n {
 		// Released behind a hold that stays (oldest first, say): keep
 		// the queue within a few times what is live, not as long as the
 		// longest hold.
-		l.compactLocked()
+		l.compactLocked(c)
 	}
 }
 
@@ -408,7 +417,7 @@ func (l *deadlineList) emptyLocked() {
 // slots are read or moved once per as many appends, at least.
 func (l *deadlineList) makeRoomLocked() {
 	if c := cap(l.due); c >= minQueue && 2*l.n <= c {
-		l.compactLocked()
+		l.compactLocked(nil)
 		return
 	}
 	q := l.due[l.first:]
@@ -419,12 +428,13 @@ func (l *deadlineList) makeRoomLocked() {
 
 // compactLocked keeps the live slots of l's queue only, in order, reading
 // each slot's holder, and moves them to an array half the size if they
-// fill less than a quarter of it.
-func (l *deadlineList) compactLocked() {
+// fill less than a quarter of it. The slot of gone, a hold letting go
+// (still its key's holder until the key is handed on), goes too.
+func (l *deadlineList) compactLocked(gone *holdContext) {
 	q := l.due[l.first:]
 	k := 0
 	for i := range q {
-		if q[i].liveLocked() {
+		if q[i].liveLocked() && q[i].c != gone {
 			l.due[k] = q[i] // k <= l.first+i: not yet read
 			k++
 		}

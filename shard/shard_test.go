@@ -3,8 +3,10 @@ package shard_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unique"
 	"unsafe"
 
@@ -141,6 +143,48 @@ func TestTheEntryNamesItsKey(t *testing.T) {
 	assert.Same(t, e, lookup(sh, 1, "l", "k"))
 	assert.Nil(t, lookup(sh, 1, "l", "other"))
 	assert.Nil(t, lookup(sh, 1, "m", "k"))
+}
+
+// TestKeysTooLong: a key longer than MaxKeyLen bytes is no entry's, though
+// its length runs into its hash's bits and makes another key's word (a
+// 2049-byte key of hash 6, a 1-byte key's of hash 7); InsertLocked
+// refuses it with a panic.
+func TestKeysTooLong(t *testing.T) {
+	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
+	sh.Lock()
+	defer sh.Unlock()
+	short := strings.Repeat("k", 4096)[:1] // "k", its bytes in a larger allocation
+	insert(sh, 7, "l", short)
+	long := strings.Repeat("k", shard.MaxKeyLen+2)
+	l := unique.Make("l")
+	assert.Nil(t, sh.LookupLocked(6, l, long))
+	assert.PanicsWithValue(t, "shard: a key of more than MaxKeyLen bytes", func() { sh.InsertLocked(6, l, long) })
+	assert.Equal(t, 1, sh.LenLocked())
+}
+
+// TestAFreedEntryKeepsNoName: once its key is let go, an entry kept for
+// reuse keeps nothing of its key (SPEC §6: memory for a key is reclaimed
+// when it has no holder and no waiter).
+func TestAFreedEntryKeepsNoName(t *testing.T) {
+	sh := shard.NewTable[*holder, *ticket](1, 0).At(0)
+	sh.Lock()
+	defer sh.Unlock()
+	key := strings.Repeat("k", 100) // an allocation of its own
+	collected := make(chan struct{})
+	runtime.AddCleanup(unsafe.StringData(key), func(ch chan struct{}) { close(ch) }, collected)
+	e := insert(sh, 7, "l", key)
+	key = ""
+	remove(sh, e)
+	require.Equal(t, 1, sh.FreeLenLocked(), "the entry is kept for reuse")
+	for range 100 {
+		runtime.GC()
+		select {
+		case <-collected:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatal("the key's text was not collected")
 }
 
 // TestLongKeys: a key of MaxKeyLen bytes has an entry that names it

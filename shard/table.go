@@ -138,7 +138,8 @@ func (s *Shard[H, T]) TryLock() bool { return s.mu.TryLock() }
 func (s *Shard[H, T]) LenLocked() int { return int(s.n) }
 
 // LookupLocked returns the entry of key of the lock named lock, whose hash
-// is h, or nil (key at most MaxKeyLen bytes). A walk of one bucket's chain (about one entry), the
+// is h, or nil: always nil for a key longer than MaxKeyLen bytes, which
+// no entry has. A walk of one bucket's chain (about one entry), the
 // names compared only for entries of hash h (almost always one); no
 // allocation.
 //
@@ -148,12 +149,21 @@ func (s *Shard[H, T]) LenLocked() int { return int(s.n) }
 func (s *Shard[H, T]) LookupLocked(h uint64, lock unique.Handle[string], key string) *Entry[H, T] {
 	eh := entryHash(h, key)
 	for e := s.buckets[bucket(eh, len(s.buckets))]; e != nil; e = e.next {
-		// Equal entry hashes are equal lengths.
-		if e.hash == eh && e.lock == lock && (e.key == unsafe.StringData(key) || unsafe.String(e.key, len(key)) == key) {
+		// The entry's own text, at its own length: a key too long for an
+		// entry makes a word another's may have, and is no entry's key.
+		if e.hash == eh && e.lock == lock && e.Key() == key {
 			return e
 		}
 	}
 	return nil
+}
+
+// checkLen panics if key is longer than an entry can name: its length
+// would run into its hash's bits.
+func checkLen(key string) {
+	if len(key) > MaxKeyLen {
+		panic("shard: a key of more than MaxKeyLen bytes")
+	}
 }
 
 // bucket returns the bucket, among n (a power of two), of an entry whose
@@ -161,7 +171,7 @@ func (s *Shard[H, T]) LookupLocked(h uint64, lock unique.Handle[string], key str
 func bucket(eh uint64, n int) uint64 { return eh >> keyLenBits & uint64(n-1) }
 
 // InsertLocked adds an entry for key of the lock named lock, whose hash is
-// h (key at most MaxKeyLen bytes), and returns it, free and with an empty line; the caller gives
+// h, and returns it (it panics if key is longer than MaxKeyLen bytes), free and with an empty line; the caller gives
 // it its holder before it lets the shard's mutex go. The key must not have
 // an entry already. It reuses a freed entry when the shard has one. The
 // entry keeps key's bytes from the collector until it is reused or
@@ -174,6 +184,7 @@ func (s *Shard[H, T]) InsertLocked(h uint64, lock unique.Handle[string], key str
 	} else {
 		e = new(Entry[H, T])
 	}
+	checkLen(key)
 	e.hash, e.lock, e.key = entryHash(h, key), lock, unsafe.StringData(key)
 	// At the chain's end, which the failed lookup before this walked:
 	// entries stand in their chain in the order they came (but where a
@@ -203,10 +214,10 @@ func (s *Shard[H, T]) DeleteLocked(e *Entry[H, T]) {
 		p = &(*p).next
 	}
 	*p = e.next
-	// Nothing to clear: the line is empty (its ends are nil), the holder
-	// is the zero H (DeleteLocked's rule). The name is left to the next
-	// key's InsertLocked: a freed entry kept (at most keepFree a shard)
-	// keeps its key's text until then.
+	// The line is empty (its ends are nil), the holder is the zero H
+	// (DeleteLocked's rule); the name goes, so that a freed entry kept for
+	// reuse keeps no key's text, nor a lock's name, from the collector.
+	e.lock, e.key = unique.Handle[string]{}, nil
 	if s.nfree < keepFree {
 		e.next, s.free = s.free, e
 		s.nfree++
