@@ -162,66 +162,45 @@ func TestReleaseOfALapsedGrant(t *testing.T) {
 // store's timer), loses the lease as at its lapse (SPEC §8): Release
 // returns the lost error, and the grant's context ends with it as its
 // cause; a wait that lapsed fails "the session expired", not "the session
-// is closed".
+// is closed", whether it is another session's or the grant's own
+// session's, handed the key as the grant goes.
 func TestCloseAfterALapse(t *testing.T) {
 	const lost = `lock invoices: key "9": the lease was lost: its ttl ran out`
 	const expired = `lock invoices: key "9": the session expired: closed`
-	for _, renew := range []bool{false, true} {
-		t.Run(fmt.Sprintf("renewed late %v", renew), func(t *testing.T) {
-			for range 20 { // the store's timer and Close race differently each time
-				synctest.Test(t, func(t *testing.T) {
-					st, l := ttlLock(t)
-					holder := st.NewSession()
-					defer holder.Close()
-					g := acquire(t, l, holder, 9)
-					sess := st.NewSession()
-					errc := make(chan error, 1)
-					go func() {
-						_, err := l.Acquire(context.Background(), sess, 9, locks.Wait(time.Hour))
-						errc <- err
-					}()
-					synctest.Wait()
-					time.Sleep(ttl) // both lapse now
-					if renew {
-						require.NoError(t, holder.Renew())
-						require.NoError(t, sess.Renew())
-					}
-					require.NoError(t, holder.Close())
-					require.NoError(t, sess.Close())
-					require.EqualError(t, g.Release(), lost)
-					require.EqualError(t, context.Cause(g.Context()), lost)
-					require.EqualError(t, <-errc, expired)
-					requireFree(t, l, 9)
-				})
-			}
-		})
-	}
-}
-
-// TestCloseAfterALapseOfItsOwnGrantAndWait: a session that holds a key
-// and waits for it again, both lapsing at once, then closes: the grant is
-// lost, and the wait, handed the key as the grant goes, fails "the session
-// expired", not "the session is closed".
-func TestCloseAfterALapseOfItsOwnGrantAndWait(t *testing.T) {
-	const lost = `lock invoices: key "9": the lease was lost: its ttl ran out`
-	const expired = `lock invoices: key "9": the session expired: closed`
-	for range 50 { // the store's timer and Close race differently each time
-		synctest.Test(t, func(t *testing.T) {
-			st, l := ttlLock(t)
-			sess := st.NewSession()
-			g := acquire(t, l, sess, 9)
-			errc := make(chan error, 1)
-			go func() {
-				_, err := l.Acquire(context.Background(), sess, 9, locks.Wait(time.Hour))
-				errc <- err
-			}()
-			synctest.Wait()
-			time.Sleep(ttl) // both lapse now
-			require.NoError(t, sess.Close())
-			require.EqualError(t, g.Release(), lost)
-			require.EqualError(t, <-errc, expired)
-			requireFree(t, l, 9)
-		})
+	for _, own := range []bool{false, true} {
+		for _, renew := range []bool{false, true} {
+			t.Run(fmt.Sprintf("waiter of the same session %v, renewed late %v", own, renew), func(t *testing.T) {
+				for range 30 { // the store's timer and Close race differently each time
+					synctest.Test(t, func(t *testing.T) {
+						st, l := ttlLock(t)
+						holder := st.NewSession()
+						defer holder.Close()
+						g := acquire(t, l, holder, 9)
+						sess := st.NewSession()
+						if own {
+							sess = holder
+						}
+						errc := make(chan error, 1)
+						go func() {
+							_, err := l.Acquire(context.Background(), sess, 9, locks.Wait(time.Hour))
+							errc <- err
+						}()
+						synctest.Wait()
+						time.Sleep(ttl) // both lapse now
+						if renew {
+							require.NoError(t, holder.Renew())
+							require.NoError(t, sess.Renew())
+						}
+						require.NoError(t, holder.Close())
+						require.NoError(t, sess.Close())
+						require.EqualError(t, g.Release(), lost)
+						require.EqualError(t, context.Cause(g.Context()), lost)
+						require.EqualError(t, <-errc, expired)
+						requireFree(t, l, 9)
+					})
+				}
+			})
+		}
 	}
 }
 
