@@ -132,8 +132,8 @@ func reflectKeyText(key any) (string, string) {
 	return "", "a key is a string, an integer, a []byte, a [N]byte or an encoding.TextMarshaler, not a " + v.Type().String()
 }
 
-// keyLenFits fails to compile if a key may be longer than a key's entry
-// can name (shard.MaxKeyLen).
+// A key's entry names keys of at most shard.MaxKeyLen bytes: this fails
+// to compile if MaxKeyLen allows longer ones.
 var _ [shard.MaxKeyLen - MaxKeyLen]struct{}
 
 // checkText returns what is wrong with a text key, or "".

@@ -21,7 +21,7 @@ const (
 	// fails at once with Limit.
 	MaxWaiters = 10000
 	// MaxKeyLen is the longest key text, in bytes.
-	MaxKeyLen = 1024 // at most shard.MaxKeyLen (see keyLenFits)
+	MaxKeyLen = 1024 // at most shard.MaxKeyLen (keys.go checks it)
 	// MaxNameLen is the longest lock name, in bytes.
 	MaxNameLen = 128
 	// DefaultShards is the number of shards of a store unless Shards says
