@@ -286,7 +286,9 @@ func newLockState(name string) lockState {
 }
 
 // Lock is a named keyspace of a store. Two handles of one name share their
-// keys, each with its own default options. Safe for concurrent use.
+// keys, each with its own default options. Make one with OpenLock: a zero
+// Lock, or a nil *Lock, is not usable (its methods panic; HoldValue and
+// TryHoldValue fail Invalid for a nil one). Safe for concurrent use.
 type Lock struct {
 	owner *Store // keeps the Store reachable while the lock is
 	store *store
