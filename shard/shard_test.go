@@ -158,8 +158,10 @@ func TestKeysTooLong(t *testing.T) {
 	long := strings.Repeat("k", shard.MaxKeyLen+2)
 	l := unique.Make("l")
 	assert.Nil(t, sh.LookupLocked(6, l, long))
+	remove(sh, insert(sh, 8, "l", "other")) // a freed entry, kept
 	assert.PanicsWithValue(t, "shard: a key of more than MaxKeyLen bytes", func() { sh.InsertLocked(6, l, long) })
 	assert.Equal(t, 1, sh.LenLocked())
+	assert.Equal(t, 1, sh.FreeLenLocked(), "the refused key took no freed entry")
 }
 
 // TestAFreedEntryKeepsNoName: once its key is let go, an entry kept for

@@ -171,12 +171,13 @@ func checkLen(key string) {
 func bucket(eh uint64, n int) uint64 { return eh >> keyLenBits & uint64(n-1) }
 
 // InsertLocked adds an entry for key of the lock named lock, whose hash is
-// h, and returns it (it panics if key is longer than MaxKeyLen bytes), free and with an empty line; the caller gives
-// it its holder before it lets the shard's mutex go. The key must not have
-// an entry already. It reuses a freed entry when the shard has one. The
-// entry keeps key's bytes from the collector until it is reused or
-// dropped.
+// h, and returns it, free and with an empty line; the caller gives it its
+// holder before it lets the shard's mutex go. The key must not have an
+// entry already. It reuses a freed entry when the shard has one. The entry
+// keeps key's bytes from the collector until DeleteLocked. A key longer
+// than MaxKeyLen bytes panics, before anything changes.
 func (s *Shard[H, T]) InsertLocked(h uint64, lock unique.Handle[string], key string) *Entry[H, T] {
+	checkLen(key)
 	e := s.free
 	if e != nil {
 		s.free, e.next = e.next, nil
@@ -184,7 +185,6 @@ func (s *Shard[H, T]) InsertLocked(h uint64, lock unique.Handle[string], key str
 	} else {
 		e = new(Entry[H, T])
 	}
-	checkLen(key)
 	e.hash, e.lock, e.key = entryHash(h, key), lock, unsafe.StringData(key)
 	// At the chain's end, which the failed lookup before this walked:
 	// entries stand in their chain in the order they came (but where a
