@@ -177,7 +177,13 @@ func (l *Lock) hold(ctx context.Context, key any, opts []Option, fn HoldFunc) (e
 		defer unprofile(p)
 	}
 	var h hold
-	joined, err := l.enter(&h, newHoldContext(ctx, name, text), set, nil)
+	// The key's hash before the function's context: on a walk over many
+	// keys the key's bytes are a cache miss, which the context's
+	// allocation then overlaps instead of the shard's lock waiting on it.
+	// A maxHold 10 % cheaper at GOMAXPROCS 1, a free key 6 %
+	// (bench/MEASUREMENTS.md, "maxHold").
+	hash := shard.Hash(l.state.hash, text)
+	joined, err := l.enter(&h, hash, newHoldContext(ctx, name, text), set, nil)
 	if joined {
 		// The wait is made in this frame, not in a function of its own:
 		// a waiter woken returns through every frame above its park, and
@@ -257,7 +263,8 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 		parent = sessionParent{context.WithoutCancel(ctx)} // the grant outlives the call
 	}
 	var h hold
-	joined, err := l.enter(&h, newHoldContext(parent, l.state.name, text), &set, sess)
+	hash := shard.Hash(l.state.hash, text) // before the context, as in hold
+	joined, err := l.enter(&h, hash, newHoldContext(parent, l.state.name, text), &set, sess)
 	if joined {
 		if set.inside {
 			err = l.store.awaitInside(ctx, h)
@@ -272,14 +279,16 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 }
 
 // enter is acquire without the wait, for c, the context of a new hold of
-// key c.lease.Key: it grants the key at once if it is free, or puts the
-// hold in the key's line and reports joined, and then the caller waits for
-// h's wake-up (await). It fills h in either case; on an error, it leaves h
-// as it was. The caller makes c, and h lives in the caller's frame, to
-// keep the frames down to the line small: a goroutine's first hold runs on
-// its first stack (2 KiB, or the runtime's average if larger), and growing
-// that stack between the call and the line can cost the hold its place in
-// a burst of holds (bench/MEASUREMENTS.md, "Order").
+// key c.lease.Key, whose hash (shard.Hash) is hash: it grants the key at
+// once if it is free, or puts the hold in the key's line and reports
+// joined, and then the caller waits for h's wake-up (await). It fills h in
+// either case; on an error, it leaves h as it was. The caller hashes the
+// key, then makes c (see hold for why in that order), and h lives in the
+// caller's frame, to keep the frames down to the line small: a
+// goroutine's first hold runs on its first stack (2 KiB, or the runtime's
+// average if larger), and growing that stack between the call and the
+// line can cost the hold its place in a burst of holds
+// (bench/MEASUREMENTS.md, "Order").
 //
 // The clock is read once. A plain hold reads it before the shard's lock:
 // its wait counts from the call, and a free key's Granted may precede the
@@ -292,9 +301,8 @@ func (l *Lock) acquire(ctx context.Context, text string, set settings, sess *Ses
 // set is passed by pointer, here and to joinLocked, as four words fewer
 // to copy and spill on every call (a hot key's hold about 1 % cheaper at
 // GOMAXPROCS 1, six alternated runs); enter and joinLocked only read it.
-func (l *Lock) enter(h *hold, c *holdContext, set *settings, sess *Session) (joined bool, err error) {
+func (l *Lock) enter(h *hold, hash uint64, c *holdContext, set *settings, sess *Session) (joined bool, err error) {
 	s, name, text := l.store, l.state.name, c.lease.Key
-	hash := shard.Hash(l.state.hash, text)
 	sd, sh := s.shardOf(hash)
 	var at time.Duration
 	fromGrant := set.maxHold > 0 || sess != nil
