@@ -140,31 +140,34 @@ func newContractFloor(mode contractMode) Locker {
 	return f
 }
 
-func (f *contractFloor) Hold(key string, fn func()) {
-	if f.mode == recordDeadline {
-		f.holdPlain(key, 0, fn)
-		return
-	}
-	f.hold(key, 0, fn)
-}
+// Hold is the same for the three floors: their modes differ only for a
+// maxHold.
+func (f *contractFloor) Hold(key string, fn func()) { f.holdPlain(key, 0, fn) }
 
 // HoldMax of floor-contract only records the deadline: it is the hold a
 // maxHold must stay within 10 % of. floor-contract+AfterFunc also arms a
 // runtime timer, as the peers do; floor-contract+list links the deadline
 // where it can be found (see the top of this file).
+//
+// Each mode's hold is a function of its own, written out: with the
+// modes' steps as branches of one function, never taken for
+// floor-contract, its holds were 2-5 % slower, and floor-contract+list's
+// 5-7 % (alternated runs of uncontended and maxhold); and with their common
+// release as a function of its own, which the compiler does not inline,
+// 1-3 %. A floor is the cheapest hold of what it does, and
+// floor-contract the reference of every ratio.
 func (f *contractFloor) HoldMax(key string, maxHold time.Duration, fn func()) {
-	if f.mode == recordDeadline {
+	switch f.mode {
+	case withAfterFunc:
+		f.holdAfterFunc(key, maxHold, fn)
+	case linkDeadline:
+		f.holdList(key, maxHold, fn)
+	default:
 		f.holdPlain(key, maxHold, fn)
-		return
 	}
-	f.hold(key, maxHold, fn)
 }
 
-// holdPlain is floor-contract's hold: hold without the steps of the
-// other modes. Their branches, never taken here, made floor-contract's
-// own holds 2-4 % slower (alternated runs of the uncontended and maxhold
-// scenarios), and the reference of every ratio is the cheapest hold the
-// contract allows.
+// holdPlain is floor-contract's hold.
 func (f *contractFloor) holdPlain(key string, maxHold time.Duration, fn func()) {
 	h := xxhash.Sum64String(key) ^ f.nameHash
 	sh := &f.shards[h%contractShards]
@@ -192,9 +195,6 @@ func (f *contractFloor) holdPlain(key string, maxHold time.Duration, fn func()) 
 	fn()
 	e.rec = nil
 
-	// Written out, as in hold: a call to a function of the two, which
-	// the compiler does not inline, made this, the reference of every
-	// ratio, 1-3 % slower (alternated runs of uncontended and maxhold).
 	sh.mu.Lock()
 	if e.waiters > 0 {
 		e.waiters--
@@ -210,65 +210,90 @@ func (f *contractFloor) holdPlain(key string, maxHold time.Duration, fn func()) 
 
 func (f *contractFloor) Close() {}
 
-// hold is the hold of floor-contract+AfterFunc and floor-contract+list:
-// holdPlain, and the steps of their mode.
-func (f *contractFloor) hold(key string, maxHold time.Duration, fn func()) {
+// holdAfterFunc is floor-contract+AfterFunc's hold of a key with a
+// maxHold: holdPlain, with a runtime timer armed for the maxHold and
+// stopped at the release.
+func (f *contractFloor) holdAfterFunc(key string, maxHold time.Duration, fn func()) {
 	h := xxhash.Sum64String(key) ^ f.nameHash
 	sh := &f.shards[h%contractShards]
-	rec := &contractRecord{lock: f.name, key: key, parent: context.Background()} // made before the line: off the key's serial path
+	rec := &contractRecord{lock: f.name, key: key, parent: context.Background()}
 
 	sh.mu.Lock()
 	e := sh.lookup(h, key)
 	var fence uint64
-	link := maxHold > 0 && f.mode == linkDeadline
-	var granted time.Duration // on the floor's clock; read under the lock where a deadline is linked
 	if e == nil {
 		e = sh.insert(h, key)
 		sh.fence++
 		fence = sh.fence
-		if link {
-			granted = sh.linkLocked(e, f.origin, maxHold)
-		}
 		sh.mu.Unlock()
 	} else {
 		sh.joinLocked(e)
 		sh.mu.Unlock()
 		fence = <-e.line
-		if link {
-			sh.mu.Lock()
-			granted = sh.linkLocked(e, f.origin, maxHold)
-			sh.mu.Unlock()
-		}
-	}
-	if !link {
-		granted = time.Since(f.origin)
 	}
 
-	rec.fence, rec.granted = fence, f.origin.Add(granted)
-	if maxHold > 0 {
-		rec.deadline = rec.granted.Add(maxHold)
-		if f.mode == withAfterFunc {
-			e.timer = time.AfterFunc(maxHold, expired)
-		}
-	}
-	e.rec = rec // the entry keeps the record: it lives on the heap, as a lease does
+	rec.fence, rec.granted = fence, f.origin.Add(time.Since(f.origin))
+	rec.deadline = rec.granted.Add(maxHold)
+	e.timer = time.AfterFunc(maxHold, expired)
+	e.rec = rec
 	fn()
-	if e.timer != nil {
-		e.timer.Stop()
-		e.timer = nil
-	}
-	e.rec = nil
+	e.timer.Stop()
+	e.timer, e.rec = nil, nil
 
 	sh.mu.Lock()
-	if e.linked {
-		sh.unlink(e)
-	}
 	if e.waiters > 0 {
 		e.waiters--
 		sh.fence++
 		fence = sh.fence
 		sh.mu.Unlock()
-		e.line <- fence // never blocks: one fence is in flight at a time
+		e.line <- fence
+		return
+	}
+	sh.remove(e)
+	sh.mu.Unlock()
+}
+
+// holdList is floor-contract+list's hold of a key with a maxHold:
+// holdPlain, with the deadline linked in the shard's list while the key
+// is held, a waiter's once it is handed the key.
+func (f *contractFloor) holdList(key string, maxHold time.Duration, fn func()) {
+	h := xxhash.Sum64String(key) ^ f.nameHash
+	sh := &f.shards[h%contractShards]
+	rec := &contractRecord{lock: f.name, key: key, parent: context.Background()}
+
+	sh.mu.Lock()
+	e := sh.lookup(h, key)
+	var fence uint64
+	var granted time.Duration
+	if e == nil {
+		e = sh.insert(h, key)
+		sh.fence++
+		fence = sh.fence
+		granted = sh.linkLocked(e, f.origin, maxHold)
+		sh.mu.Unlock()
+	} else {
+		sh.joinLocked(e)
+		sh.mu.Unlock()
+		fence = <-e.line
+		sh.mu.Lock()
+		granted = sh.linkLocked(e, f.origin, maxHold)
+		sh.mu.Unlock()
+	}
+
+	rec.fence, rec.granted = fence, f.origin.Add(granted)
+	rec.deadline = rec.granted.Add(maxHold)
+	e.rec = rec
+	fn()
+	e.rec = nil
+
+	sh.mu.Lock()
+	sh.unlink(e)
+	if e.waiters > 0 {
+		e.waiters--
+		sh.fence++
+		fence = sh.fence
+		sh.mu.Unlock()
+		e.line <- fence
 		return
 	}
 	sh.remove(e)
@@ -334,8 +359,8 @@ func (s *contractShard) remove(e *contractEntry) {
 // read here, under the shard's lock: a deadline that can be revoked is
 // known where it is found, and counts from no earlier than the grant (read
 // before the lock, it could; read after, it would have to be published to
-// whoever fires it). Measured against a reading after the lock, as
-// floor-contract takes it, it costs the floor nothing.
+// whoever fires it). Against a reading after the lock, as floor-contract
+// takes it, it costs the floor 0-1 % (five alternated pairs).
 func (s *contractShard) linkLocked(e *contractEntry, origin time.Time, maxHold time.Duration) time.Duration {
 	now := time.Since(origin)
 	e.due = now + maxHold
