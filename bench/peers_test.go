@@ -736,3 +736,82 @@ func TestListFloorLinksWhileHeld(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+
+// TestContractFloorsHoldMax drives each floor of the contract through
+// HoldMax, whose hold is its mode's own: a holder and five waiters served
+// in line order with fences rising by one, each record's deadline its
+// grant plus the maxHold, and the key's entry gone after the last, with
+// nothing left linked or armed on the entries kept for reuse.
+func TestContractFloorsHoldMax(t *testing.T) {
+	const maxHold = time.Hour
+	for _, tc := range []struct {
+		name   string
+		mode   contractMode
+		allocs float64 // per hold of a free key: the record, and the timer where one is armed
+	}{
+		{contractName, recordDeadline, 1},
+		{contractAfterFuncName, withAfterFunc, 2},
+		{listFloorName, linkDeadline, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newContractFloor(tc.mode).(*contractFloor)
+			rec, waiters := contractFloors[0].rec, contractFloors[0].waiters
+			const key = "invoice-000042"
+			var order []int
+			type grant struct {
+				fence             uint64
+				granted, deadline time.Time
+			}
+			var grants []grant
+			note := func(i int) func() {
+				return func() {
+					order = append(order, i)
+					r := rec(f, key)
+					grants = append(grants, grant{r.fence, r.granted, r.deadline})
+				}
+			}
+			held, release, gone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			go func() { f.HoldMax(key, maxHold, func() { note(-1)(); close(held); <-release }); close(gone) }()
+			<-held
+			var wg sync.WaitGroup
+			for i := range 5 {
+				wg.Go(func() { f.HoldMax(key, maxHold, note(i)) })
+				for waiters(f, key) != i+1 { // the next joins the line only after this one
+					runtime.Gosched()
+				}
+			}
+			close(release)
+			<-gone
+			wg.Wait()
+			if !slices.Equal(order, []int{-1, 0, 1, 2, 3, 4}) {
+				t.Errorf("served in the order %v, want the line's", order)
+			}
+			for i, r := range grants {
+				if i > 0 && r.fence != grants[i-1].fence+1 {
+					t.Errorf("fence %d after %d, want the next", r.fence, grants[i-1].fence)
+				}
+				if !r.deadline.Equal(r.granted.Add(maxHold)) {
+					t.Errorf("deadline %v, want its grant %v plus %v", r.deadline, r.granted, maxHold)
+				}
+			}
+			if w := waiters(f, key); w != -1 {
+				t.Errorf("the key's entry is left with %d waiters after its last hold", w)
+			}
+			if n := listFloorLinked(f); n != 0 {
+				t.Errorf("%d entries left linked", n)
+			}
+			for i := range f.shards {
+				for e := f.shards[i].free; e != nil; e = e.next {
+					if e.timer != nil || e.linked || e.rec != nil || e.dnext != nil || e.dprev != nil || e.key != "" || e.waiters != 0 {
+						t.Errorf("an entry kept for reuse is not clean: %+v", *e)
+					}
+				}
+			}
+			i := 0
+			keys := []string{"invoice-000000", "invoice-000001"}
+			if got := testing.AllocsPerRun(1000, func() { f.HoldMax(keys[i%2], maxHold, func() {}); i++ }); got != tc.allocs {
+				t.Errorf("%.2f allocations per hold of a free key, want %v", got, tc.allocs)
+			}
+		})
+	}
+}
