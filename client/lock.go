@@ -179,7 +179,7 @@ func (c *Client) acquire(ctx context.Context, lock, text string, st locks.Settin
 
 	resp, err := c.rpc.Acquire(c.outgoing(rctx), &pb.AcquireRequest{
 		SessionId: ref.id, Secret: ref.secret, AcquireId: e.id,
-		Lock: lock, Key: []byte(text),
+		Lock: []byte(lock), Key: []byte(text),
 		TtlNs: int64(st.TTL), WaitNs: int64(st.Wait), MaxHoldNs: int64(st.MaxHold),
 	})
 	cause := context.Cause(rctx) // the client's own reason to stop waiting, if any

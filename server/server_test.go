@@ -113,7 +113,7 @@ func (s *session) acquire(id uint64, lock, key string, ttl, wait time.Duration) 
 	ctx, cancel := s.w.ctx()
 	defer cancel()
 	return s.w.rpc.Acquire(ctx, &pb.AcquireRequest{SessionId: s.id, Secret: s.secret, AcquireId: id,
-		Lock: lock, Key: []byte(key), TtlNs: int64(ttl), WaitNs: int64(wait)})
+		Lock: []byte(lock), Key: []byte(key), TtlNs: int64(ttl), WaitNs: int64(wait)})
 }
 
 func (s *session) release(id uint64) (*pb.ReleaseResponse, error) {
@@ -301,7 +301,7 @@ func TestBadRequestsFailInvalidAndChangeNothing(t *testing.T) {
 	ctx, cancel := w.ctx()
 	defer cancel()
 	good := func() *pb.AcquireRequest {
-		return &pb.AcquireRequest{SessionId: a.id, Secret: a.secret, AcquireId: 5, Lock: "invoices", Key: []byte("9"),
+		return &pb.AcquireRequest{SessionId: a.id, Secret: a.secret, AcquireId: 5, Lock: []byte("invoices"), Key: []byte("9"),
 			TtlNs: int64(time.Second), WaitNs: int64(time.Second)}
 	}
 	for _, c := range []struct {
@@ -310,8 +310,9 @@ func TestBadRequestsFailInvalidAndChangeNothing(t *testing.T) {
 	}{
 		{func(r *pb.AcquireRequest) { r.Key = nil }, `lock invoices: the key is empty: invalid`},
 		{func(r *pb.AcquireRequest) { r.Key = []byte(strings.Repeat("k", 1025)) }, `lock invoices: the key is 1025 bytes long, more than 1024: invalid`},
-		{func(r *pb.AcquireRequest) { r.Lock = "" }, `the name is empty: invalid`},
-		{func(r *pb.AcquireRequest) { r.Lock = "a b" }, `lock "a b": a name is made of A-Z a-z 0-9 _ - . : /, not " " (byte 1): invalid`},
+		{func(r *pb.AcquireRequest) { r.Lock = nil }, `the name is empty: invalid`},
+		{func(r *pb.AcquireRequest) { r.Lock = []byte("a b") }, `lock "a b": a name is made of A-Z a-z 0-9 _ - . : /, not " " (byte 1): invalid`},
+		{func(r *pb.AcquireRequest) { r.Lock = []byte("inv\xffoices") }, `lock "inv\xffoices": a name is made of A-Z a-z 0-9 _ - . : /, not "\xff" (byte 3): invalid`},
 		{func(r *pb.AcquireRequest) { r.TtlNs = 0 }, `lock invoices: the ttl must be positive, not 0s: invalid`},
 		{func(r *pb.AcquireRequest) { r.WaitNs = -1 }, `lock invoices: key "9": the wait is negative (-1ns): invalid`},
 		{func(r *pb.AcquireRequest) { r.MaxHoldNs = -1 }, `lock invoices: key "9": the maxHold is negative (-1ns): invalid`},
@@ -355,7 +356,7 @@ func TestTokens(t *testing.T) {
 		_, err := w.open(time.Second)
 		wantCode(t, err, codes.Unauthenticated)
 		ctx, cancel := w.ctx()
-		_, err = w.rpc.Acquire(ctx, &pb.AcquireRequest{AcquireId: 1, Lock: "invoices", Key: []byte("9"), TtlNs: 1e9})
+		_, err = w.rpc.Acquire(ctx, &pb.AcquireRequest{AcquireId: 1, Lock: []byte("invoices"), Key: []byte("9"), TtlNs: 1e9})
 		wantCode(t, err, codes.Unauthenticated)
 		_, err = w.rpc.Release(ctx, &pb.ReleaseRequest{AcquireId: 1})
 		wantCode(t, err, codes.Unauthenticated)
@@ -486,7 +487,7 @@ func TestALossIsSentAgainOnResume(t *testing.T) {
 	ctx, cancel := w.ctx()
 	defer cancel()
 	if _, err := w.rpc.Acquire(ctx, &pb.AcquireRequest{SessionId: a.id, Secret: a.secret, AcquireId: 1,
-		Lock: "invoices", Key: []byte("9"), TtlNs: int64(time.Minute), MaxHoldNs: int64(time.Millisecond)}); err != nil {
+		Lock: []byte("invoices"), Key: []byte("9"), TtlNs: int64(time.Minute), MaxHoldNs: int64(time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	const lost = `lock invoices: key "9": the lease was lost: it was revoked at its maxHold`

@@ -508,7 +508,7 @@ func peerAddr(ctx context.Context) string {
 func (v *service) Acquire(ctx context.Context, req *pb.AcquireRequest) (*pb.AcquireResponse, error) {
 	arrived := time.Now() // no earlier than the client sent it (see waited_ns)
 	s := v.s
-	name, key := req.GetLock(), req.GetKey()
+	name, key := string(req.GetLock()), req.GetKey()
 	lock, err := locks.OpenLock(s.store, name, locks.TTL(time.Duration(req.GetTtlNs())))
 	if err != nil { // a bad name or ttl, as OpenLock says (naming no key), or a closed store
 		return nil, statusOf(err)

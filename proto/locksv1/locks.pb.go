@@ -681,8 +681,12 @@ type AcquireRequest struct {
 	// and never reused: it names the grant in Release and Lost, so that a
 	// client that never saw the answer can still let the grant go.
 	AcquireId uint64 `protobuf:"varint,3,opt,name=acquire_id,json=acquireId,proto3" json:"acquire_id,omitempty"`
-	// The lock's name and the key's text.
-	Lock string `protobuf:"bytes,4,opt,name=lock,proto3" json:"lock,omitempty"`
+	// The lock's name and the key's text. Bytes, not a string: a name that
+	// is not UTF-8 is then refused by the server as invalid, naming it,
+	// where a string field fails the request's decoding (Internal). The
+	// wire is the same for both, so clients that send it as a string speak
+	// to this server unchanged.
+	Lock []byte `protobuf:"bytes,4,opt,name=lock,proto3" json:"lock,omitempty"`
 	Key  []byte `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
 	// The lock's ttl, and the hold's wait and maxHold (0: off), in
 	// nanoseconds. A wait of 9223372036854775807 waits as long as it takes.
@@ -744,11 +748,11 @@ func (x *AcquireRequest) GetAcquireId() uint64 {
 	return 0
 }
 
-func (x *AcquireRequest) GetLock() string {
+func (x *AcquireRequest) GetLock() []byte {
 	if x != nil {
 		return x.Lock
 	}
-	return ""
+	return nil
 }
 
 func (x *AcquireRequest) GetKey() []byte {
@@ -1101,7 +1105,7 @@ const file_holdline_locks_v1_locks_proto_rawDesc = "" +
 	"\x06secret\x18\x02 \x01(\fR\x06secret\x12\x1d\n" +
 	"\n" +
 	"acquire_id\x18\x03 \x01(\x04R\tacquireId\x12\x12\n" +
-	"\x04lock\x18\x04 \x01(\tR\x04lock\x12\x10\n" +
+	"\x04lock\x18\x04 \x01(\fR\x04lock\x12\x10\n" +
 	"\x03key\x18\x05 \x01(\fR\x03key\x12\x15\n" +
 	"\x06ttl_ns\x18\x06 \x01(\x03R\x05ttlNs\x12\x17\n" +
 	"\await_ns\x18\a \x01(\x03R\x06waitNs\x12\x1e\n" +
