@@ -164,7 +164,7 @@ func validName(name string) bool { return checkName(name) == "" }
 // checkName returns what is wrong with a lock name, or "".
 func checkName(name string) string {
 	if len(name) == 0 {
-		return "the name is empty"
+		return "the lock's name is empty" // no name to quote: the error has no "lock ...:" to say whose
 	}
 	if len(name) > MaxNameLen {
 		return "the name is " + strconv.Itoa(len(name)) + " bytes long, more than " + strconv.Itoa(MaxNameLen)

@@ -274,6 +274,9 @@ func TestNames(t *testing.T) {
 		require.Equal(t, n, e.Lock, "the error names the lock")
 		require.Empty(t, e.Key)
 	}
+	// With no name to quote, the message says whose name is empty.
+	_, err := locks.OpenLock(st, "")
+	require.EqualError(t, err, "the lock's name is empty: invalid")
 }
 
 // TestTwoHandlesShareKeys: two handles of one name share their keys and

@@ -310,7 +310,7 @@ func TestBadRequestsFailInvalidAndChangeNothing(t *testing.T) {
 	}{
 		{func(r *pb.AcquireRequest) { r.Key = nil }, `lock invoices: the key is empty: invalid`},
 		{func(r *pb.AcquireRequest) { r.Key = []byte(strings.Repeat("k", 1025)) }, `lock invoices: the key is 1025 bytes long, more than 1024: invalid`},
-		{func(r *pb.AcquireRequest) { r.Lock = nil }, `the name is empty: invalid`},
+		{func(r *pb.AcquireRequest) { r.Lock = nil }, `the lock's name is empty: invalid`},
 		{func(r *pb.AcquireRequest) { r.Lock = []byte("a b") }, `lock "a b": a name is made of A-Z a-z 0-9 _ - . : /, not " " (byte 1): invalid`},
 		{func(r *pb.AcquireRequest) { r.Lock = []byte("inv\xffoices") }, `lock "inv\xffoices": a name is made of A-Z a-z 0-9 _ - . : /, not "\xff" (byte 3): invalid`},
 		{func(r *pb.AcquireRequest) { r.TtlNs = 0 }, `lock invoices: the ttl must be positive, not 0s: invalid`},
